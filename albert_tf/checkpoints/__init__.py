@@ -1,0 +1,273 @@
+"""Load and save ALBERT weights in every format users hold, detected from the path.
+
+Formats:
+  * `original`: a TF1 name-based checkpoint of the original release (`bert/...`, `cls/...`; a TF-Hub
+    `module/` prefix is accepted; optimizer slots and `global_step` are ignored);
+  * `huggingface`: a directory with `config.json` + `model.safetensors` (or the `.safetensors` file);
+  * `keras_hub`: a keras-hub ALBERT preset directory, or a live `keras_hub.models.AlbertBackbone`;
+  * `native`: this project's own TF2 checkpoints (`tf.train.Checkpoint(model=...)`, as training writes).
+
+`load_checkpoint` returns what was loaded, missing and unused, raises `CheckpointError` naming the variable
+on a shape mismatch, and refuses to leave an encoder weight at its random init.
+"""
+
+import dataclasses
+import logging
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.checkpoints import huggingface, keras_hub_format, native, original
+from albert_tf.checkpoints.original import tf1_entries
+
+FORMATS = ("original", "huggingface", "keras_hub", "native")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be read or does not fit the model; the message names the file or variable."""
+
+
+@dataclasses.dataclass
+class LoadResult:
+    """What `load_checkpoint` did: names (in the source format) loaded, missing from it, and left unused."""
+
+    format: str
+    loaded: list
+    missing: list
+    unused: list
+
+    def __str__(self):
+        return (f"{self.format} checkpoint: {len(self.loaded)} weights loaded, {len(self.missing)} missing"
+                f"{' (' + ', '.join(self.missing[:5]) + ('...' if len(self.missing) > 5 else '') + ')' if self.missing else ''}"
+                f", {len(self.unused)} unused")
+
+
+def resolve(path):
+    """A checkpoint prefix for a directory holding a TF checkpoint (its latest), else `path` itself."""
+    if isinstance(path, str) and os.path.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest:
+            return latest
+        indexes = sorted(f[:-len(".index")] for f in os.listdir(path) if f.endswith(".index"))
+        if len(indexes) == 1:
+            return os.path.join(path, indexes[0])
+    return path
+
+
+def detect_format(path):
+    """Which of `FORMATS` `path` holds; raises `CheckpointError` if none."""
+    if not isinstance(path, str):
+        if type(path).__name__ == "AlbertBackbone":
+            return "keras_hub"
+        raise CheckpointError(f"cannot load weights from a {type(path).__name__}")
+    if huggingface.weights_file(path):
+        return "huggingface"
+    if keras_hub_format.is_keras_hub_dir(path):
+        return "keras_hub"
+    prefix = resolve(path)
+    if not os.path.exists(prefix + ".index"):
+        raise CheckpointError(f"no checkpoint found at {path!r} (expected a TF checkpoint prefix or directory, "
+                              "a Hugging Face directory with model.safetensors, or a keras-hub preset directory)")
+    return "native" if native.is_native(prefix) else "original"
+
+
+def _encoder_ids(model):
+    encoder = getattr(model, "albert", model)
+    return {id(v) for v in encoder.weights}
+
+
+def ensure_built(model):
+    """Builds `model`'s weights with a tiny forward pass if it has none yet."""
+    if not model.weights:
+        from albert_tf.modeling import dummy_inputs  # pylint: disable=import-outside-toplevel
+
+        model(dummy_inputs(num_predictions=1 if hasattr(model, "masked_lm") else None), training=False)
+
+
+def _assign_all(pairs):
+    for variable, value in pairs:
+        variable.assign(value.astype(np.dtype(variable.dtype)) if hasattr(value, "astype") else value)
+
+
+def _load_named(model, arrays, fmt, init_from_group0=False):
+    """Loads `{tf1_name: array}` into `model` via the TF1 name table."""
+    loaded, missing, pairs = [], [], []
+    used = set()
+    for entry in tf1_entries(model):
+        source = entry.name
+        if init_from_group0 and source not in arrays:
+            source = _group0_name(entry.name)
+        if source not in arrays:
+            missing.append(entry.name)
+            continue
+        pairs.append((entry.variable, entry.to_keras(arrays[source])))
+        loaded.append(entry.name)
+        used.add(source)
+    unused = sorted(set(arrays) - used)
+    return pairs, LoadResult(fmt, loaded, missing, unused)
+
+
+def _group0_name(name):
+    """The group_0 variable the original's `init_from_group0` reads for `name`."""
+    parts = name.split("/")
+    return "/".join("group_0" if p.startswith("group_") else p for p in parts)
+
+
+def _load_native(model, arrays):
+    keys = native.object_keys(model)
+    loaded, missing, pairs, used = [], [], [], set()
+    for key, variable in keys.items():
+        candidates = [key]
+        if key.startswith("model/albert/"):
+            candidates.append("model/" + key[len("model/albert/"):])
+        else:
+            candidates.append("model/albert/" + key[len("model/"):])
+        source = next((c for c in candidates if c in arrays), None)
+        if source is None:
+            missing.append(key)
+            continue
+        value = arrays[source]
+        if tuple(value.shape) != tuple(variable.shape):
+            raise CheckpointError(f"shape mismatch for {key}: checkpoint has {list(value.shape)}, the model "
+                                  f"expects {list(variable.shape)} (variable {variable.path})")
+        pairs.append((variable, value))
+        loaded.append(key)
+        used.add(source)
+    return pairs, LoadResult("native", loaded, missing, sorted(set(arrays) - used))
+
+
+def read_arrays(path, fmt=None):
+    """{TF1 name: array} for the original, Hugging Face and keras-hub formats (for converters)."""
+    fmt = fmt or detect_format(path)
+    if fmt == "original":
+        return original.read_tf1(resolve(path))
+    if fmt == "huggingface":
+        tensors = huggingface.read_hf(path)
+        names = [n for n in _all_tf1_names(tensors)]
+        return huggingface.to_tf1_arrays(tensors, names)[0]
+    if fmt == "keras_hub":
+        backbone = path if not isinstance(path, str) else keras_hub_format.load_backbone(path)
+        return keras_hub_format.backbone_arrays(backbone)
+    raise CheckpointError(f"read_arrays does not handle the {fmt!r} format")
+
+
+def _all_tf1_names(tensors):
+    """TF1 names of every Hugging Face tensor that has one."""
+    names = []
+    for key in tensors:
+        tf1 = _tf1_name_of_hf(key)
+        if tf1:
+            names.append(tf1)
+    return names
+
+
+def _tf1_name_of_hf(key):
+    table = huggingface
+    for pattern, template, _ in table._COMPILED:  # pylint: disable=protected-access
+        del pattern
+    candidates = _candidate_tf1_names(key)
+    for name in candidates:
+        mapped = huggingface.hf_name(name)
+        if mapped and mapped[0] == key:
+            return name
+    return None
+
+
+def _candidate_tf1_names(key):
+    """TF1 names that could map to Hugging Face `key` (inverse lookup through the forward table)."""
+    import re  # pylint: disable=import-outside-toplevel
+
+    layer = re.match(r"albert\.encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.", key)
+    scope = f"bert/encoder/transformer/group_{layer.group(1)}/inner_group_{layer.group(2)}/" if layer else ""
+    suffixes = ["attention_1/self/query/kernel", "attention_1/self/query/bias", "attention_1/self/key/kernel",
+                "attention_1/self/key/bias", "attention_1/self/value/kernel", "attention_1/self/value/bias",
+                "attention_1/output/dense/kernel", "attention_1/output/dense/bias", "LayerNorm/gamma",
+                "LayerNorm/beta", "ffn_1/intermediate/dense/kernel", "ffn_1/intermediate/dense/bias",
+                "ffn_1/intermediate/output/dense/kernel", "ffn_1/intermediate/output/dense/bias",
+                "LayerNorm_1/gamma", "LayerNorm_1/beta"]
+    if scope:
+        return [scope + s for s in suffixes]
+    return [f"bert/embeddings/{k}_embeddings" for k in ("word", "position", "token_type")] + [
+        "bert/embeddings/LayerNorm/gamma", "bert/embeddings/LayerNorm/beta",
+        "bert/encoder/embedding_hidden_mapping_in/kernel", "bert/encoder/embedding_hidden_mapping_in/bias",
+        "bert/pooler/dense/kernel", "bert/pooler/dense/bias", "cls/predictions/transform/dense/kernel",
+        "cls/predictions/transform/dense/bias", "cls/predictions/transform/LayerNorm/gamma",
+        "cls/predictions/transform/LayerNorm/beta", "cls/predictions/output_bias",
+        "cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias",
+        "classifier/output_weights", "classifier/output_bias"]
+
+
+def load_checkpoint(model, path, init_from_group0=False, allow_missing_encoder=False):
+    """Loads weights into `model` from `path`, detecting the format (see module docstring).
+
+    Args:
+      model: an `AlbertModel`, `AlbertForPretraining` or task model (built on first use if needed).
+      path: a checkpoint prefix or directory, a Hugging Face directory or `.safetensors` file, a keras-hub
+        preset directory, or a `keras_hub.models.AlbertBackbone`.
+      init_from_group0: original format only: initialise every group from group_0 (the original's flag).
+      allow_missing_encoder: do not raise when encoder weights are absent from the checkpoint.
+    Returns:
+      a `LoadResult`. Head weights absent from the checkpoint (a new task head) are reported and logged.
+    Raises:
+      CheckpointError: unreadable checkpoint, shape mismatch (naming the variable), or encoder weights missing.
+    """
+    fmt = detect_format(path)
+    ensure_built(model)
+    try:
+        if fmt == "native":
+            pairs, result = _load_native(model, native.read_native(resolve(path)))
+            encoder_missing = [k for k in result.missing if "/albert/" in k or not hasattr(model, "albert")]
+        else:
+            if fmt == "huggingface":
+                config = huggingface.read_config(path)
+                if config is not None:
+                    _check_config(model, config, path)
+            arrays = read_arrays(path, fmt)
+            pairs, result = _load_named(model, arrays, fmt, init_from_group0=init_from_group0)
+            encoder_missing = [n for n in result.missing if n.startswith("bert/")]
+    except ValueError as err:
+        if isinstance(err, CheckpointError):
+            raise
+        raise CheckpointError(f"{path}: {err}") from None
+    except (tf.errors.OpError, OSError) as err:
+        raise CheckpointError(f"cannot read checkpoint {path!r}: {err}") from None
+    if encoder_missing and not allow_missing_encoder:
+        raise CheckpointError(
+            f"{path} ({fmt}) lacks {len(encoder_missing)} encoder weight(s) the model needs, e.g. "
+            f"{', '.join(encoder_missing[:3])}; is it an ALBERT checkpoint of this config?")
+    if not pairs:
+        raise CheckpointError(f"{path} ({fmt}) has no weight this model uses")
+    _assign_all(pairs)
+    if result.missing:
+        logging.warning("Not in %s, left at their initial values: %s", path, ", ".join(result.missing))
+    return result
+
+
+def _check_config(model, config, path):
+    ours = getattr(model, "config", None)
+    if ours is None:
+        return
+    for field in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
+                  "inner_group_num", "num_attention_heads", "intermediate_size", "hidden_act"):
+        if getattr(ours, field) != getattr(config, field):
+            raise CheckpointError(f"{path}: config field '{field}' is {getattr(config, field)!r} there but "
+                                  f"{getattr(ours, field)!r} in the model's config")
+
+
+def model_arrays(model):
+    """{TF1 name: array} of every weight of `model` (the original's layout)."""
+    ensure_built(model)
+    return {e.name: e.to_tf1(e.variable.numpy()) for e in tf1_entries(model)}
+
+
+def save_checkpoint(model, path, fmt="original"):
+    """Writes `model`'s weights as `original` (TF1 prefix), `huggingface` (directory) or `native` (prefix)."""
+    if fmt == "original":
+        return original.write_tf1(model_arrays(model), path)
+    if fmt == "huggingface":
+        return huggingface.write_hf(model_arrays(model), model.config, path)
+    if fmt == "native":
+        ensure_built(model)
+        return tf.train.Checkpoint(model=model).write(path)
+    raise CheckpointError(f"unknown checkpoint format {fmt!r}; known: original, huggingface, native")

@@ -1,0 +1,125 @@
+"""Hugging Face ALBERT weights (`model.safetensors` + `config.json`) in terms of the original's TF1 names.
+
+`hf_name(tf1_name)` gives the Hugging Face tensor name and whether the array is transposed (PyTorch
+`Linear` stores [out, in]; TF1 kernels are [in, out]). Both `AlbertModel` files (no prefix) and
+`AlbertForPreTraining` / task files (`albert.` prefix) are read.
+"""
+
+import json
+import os
+import re
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+from albert_tf.config import AlbertConfig
+
+# (TF1 pattern, HF template, transposed). Patterns see names without the "bert/" prefix where marked.
+_TABLE = [
+    (r"bert/embeddings/(word|position|token_type)_embeddings", r"albert.embeddings.\1_embeddings.weight", False),
+    (r"bert/embeddings/LayerNorm/gamma", "albert.embeddings.LayerNorm.weight", False),
+    (r"bert/embeddings/LayerNorm/beta", "albert.embeddings.LayerNorm.bias", False),
+    (r"bert/encoder/embedding_hidden_mapping_in/kernel", "albert.encoder.embedding_hidden_mapping_in.weight", True),
+    (r"bert/encoder/embedding_hidden_mapping_in/bias", "albert.encoder.embedding_hidden_mapping_in.bias", False),
+    (r"bert/pooler/dense/kernel", "albert.pooler.weight", True),
+    (r"bert/pooler/dense/bias", "albert.pooler.bias", False),
+    (r"cls/predictions/transform/dense/kernel", "predictions.dense.weight", True),
+    (r"cls/predictions/transform/dense/bias", "predictions.dense.bias", False),
+    (r"cls/predictions/transform/LayerNorm/gamma", "predictions.LayerNorm.weight", False),
+    (r"cls/predictions/transform/LayerNorm/beta", "predictions.LayerNorm.bias", False),
+    (r"cls/predictions/output_bias", "predictions.bias", False),
+    (r"cls/seq_relationship/output_weights", "sop_classifier.classifier.weight", False),
+    (r"cls/seq_relationship/output_bias", "sop_classifier.classifier.bias", False),
+    (r"classifier/output_weights", "classifier.weight", False),
+    (r"classifier/output_bias", "classifier.bias", False),
+]
+_LAYER = r"bert/encoder/transformer/group_(\d+)/inner_group_(\d+)/"
+_LAYER_HF = r"albert.encoder.albert_layer_groups.\1.albert_layers.\2."
+_LAYER_TABLE = [
+    (r"attention_1/self/(query|key|value)/kernel", r"attention.\3.weight", True),
+    (r"attention_1/self/(query|key|value)/bias", r"attention.\3.bias", False),
+    (r"attention_1/output/dense/kernel", "attention.dense.weight", True),
+    (r"attention_1/output/dense/bias", "attention.dense.bias", False),
+    (r"LayerNorm/gamma", "attention.LayerNorm.weight", False),
+    (r"LayerNorm/beta", "attention.LayerNorm.bias", False),
+    (r"ffn_1/intermediate/dense/kernel", "ffn.weight", True),
+    (r"ffn_1/intermediate/dense/bias", "ffn.bias", False),
+    (r"ffn_1/intermediate/output/dense/kernel", "ffn_output.weight", True),
+    (r"ffn_1/intermediate/output/dense/bias", "ffn_output.bias", False),
+    (r"LayerNorm_1/gamma", "full_layer_layer_norm.weight", False),
+    (r"LayerNorm_1/beta", "full_layer_layer_norm.bias", False),
+]
+_COMPILED = [(re.compile(p + "$"), t, tr) for p, t, tr in _TABLE]
+_COMPILED += [(re.compile(_LAYER + p + "$"), _LAYER_HF + t, tr) for p, t, tr in _LAYER_TABLE]
+
+
+def hf_name(tf1_name):
+    """(Hugging Face name, transposed) for a TF1 name, or None if Hugging Face has no such tensor."""
+    for pattern, template, transposed in _COMPILED:
+        match = pattern.match(tf1_name)
+        if match:
+            return match.expand(template), transposed
+    return None
+
+
+def weights_file(path):
+    """The safetensors file for a directory or file path (None if `path` is not Hugging Face weights)."""
+    if os.path.isdir(path):
+        candidate = os.path.join(path, "model.safetensors")
+        return candidate if os.path.isfile(candidate) else None
+    return path if path.endswith(".safetensors") and os.path.isfile(path) else None
+
+
+def read_hf(path):
+    """Reads Hugging Face ALBERT weights and returns them keyed by TF1 name (arrays in TF1 layout)."""
+    tensors = load_file(weights_file(path))
+    # AlbertModel files carry no "albert." prefix; normalise to the AlbertForPreTraining spelling.
+    if not any(k.startswith("albert.") for k in tensors):
+        tensors = {(f"albert.{k}" if k.split(".")[0] in ("embeddings", "encoder", "pooler") else k): v
+                   for k, v in tensors.items()}
+    return tensors
+
+
+def to_tf1_arrays(tensors, tf1_names):
+    """Selects and re-lays-out Hugging Face tensors for the given TF1 names; returns (arrays, used)."""
+    arrays, used = {}, set()
+    for name in tf1_names:
+        mapped = hf_name(name)
+        if mapped is None or mapped[0] not in tensors:
+            continue
+        key, transposed = mapped
+        arrays[name] = tensors[key].T if transposed else tensors[key]
+        used.add(key)
+    return arrays, used
+
+
+def read_config(path):
+    """The `AlbertConfig` of a Hugging Face directory (None when it has no config.json)."""
+    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    config_file = os.path.join(directory, "config.json")
+    if not os.path.isfile(config_file):
+        return None
+    with open(config_file, encoding="utf-8") as f:
+        return AlbertConfig.from_hf_dict(json.load(f), source=config_file)
+
+
+def write_hf(arrays, config, directory):
+    """Writes `{tf1_name: array}` as `model.safetensors` + `config.json` in `directory` (atomically per file)."""
+    os.makedirs(directory, exist_ok=True)
+    tensors = {}
+    for name, array in arrays.items():
+        mapped = hf_name(name)
+        if mapped is None:
+            continue
+        key, transposed = mapped
+        tensors[key] = np.ascontiguousarray(array.T if transposed else array, dtype=np.float32)
+    if "predictions.bias" in tensors:  # decoder.weight is tied to the word embeddings and not stored
+        tensors["predictions.decoder.bias"] = tensors["predictions.bias"]
+    weights_path = os.path.join(directory, "model.safetensors")
+    save_file(tensors, weights_path + ".tmp", metadata={"format": "pt"})
+    os.replace(weights_path + ".tmp", weights_path)
+    config_path = os.path.join(directory, "config.json")
+    with open(config_path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(config.to_hf_dict(), f, indent=2, sort_keys=True)
+    os.replace(config_path + ".tmp", config_path)
+    return directory

@@ -1,0 +1,72 @@
+"""keras-hub ALBERT (`keras_hub.models.AlbertBackbone`) weights and config, in terms of the TF1 names.
+
+keras-hub presets are directories with a keras-hub `config.json` and `model.weights.h5`; they load offline
+from a local directory. Its Transformer blocks are the same keras-hub layer this project uses, so the
+mapping is one-to-one.
+"""
+
+import json
+import os
+
+import numpy as np
+
+from albert_tf.checkpoints.original import Entry, block_entries
+from albert_tf.config import AlbertConfig
+
+
+def is_keras_hub_dir(path):
+    """True for a keras-hub preset directory holding an ALBERT backbone."""
+    config_file = os.path.join(path, "config.json")
+    if not (os.path.isdir(path) and os.path.isfile(config_file)):
+        return False
+    with open(config_file, encoding="utf-8") as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError:
+            return False
+    return isinstance(values, dict) and values.get("class_name") == "AlbertBackbone"
+
+
+def config_from_backbone(backbone):
+    """The `AlbertConfig` equivalent of a keras-hub `AlbertBackbone`'s config."""
+    c = backbone.get_config()
+    return AlbertConfig(
+        vocab_size=c["vocabulary_size"], embedding_size=c["embedding_dim"], hidden_size=c["hidden_dim"],
+        num_hidden_layers=c["num_layers"], num_hidden_groups=c["num_groups"],
+        inner_group_num=c["num_inner_repetitions"], num_attention_heads=c["num_heads"],
+        intermediate_size=c["intermediate_dim"], hidden_dropout_prob=c["dropout"],
+        attention_probs_dropout_prob=c["dropout"], max_position_embeddings=c["max_sequence_length"],
+        type_vocab_size=c["num_segments"])
+
+
+def load_backbone(path):
+    """Loads a keras-hub ALBERT backbone from a local preset directory (no network)."""
+    import keras_hub  # pylint: disable=import-outside-toplevel
+
+    return keras_hub.models.AlbertBackbone.from_preset(path)
+
+
+def backbone_arrays(backbone):
+    """{TF1 name: array} of a keras-hub `AlbertBackbone`."""
+    def entry(name, variable):
+        return Entry(name, variable, tuple(variable.shape))
+
+    entries = [
+        entry("bert/embeddings/word_embeddings", backbone.token_embedding.embeddings),
+        entry("bert/embeddings/position_embeddings", backbone.position_embedding.position_embeddings),
+        entry("bert/embeddings/token_type_embeddings", backbone.segment_embedding.embeddings),
+    ]
+    norm = backbone.get_layer("embeddings_layer_norm")
+    entries += [entry("bert/embeddings/LayerNorm/gamma", norm.gamma),
+                entry("bert/embeddings/LayerNorm/beta", norm.beta)]
+    projection = backbone.get_layer("embedding_projection")
+    entries += [entry("bert/encoder/embedding_hidden_mapping_in/kernel", projection.kernel),
+                entry("bert/encoder/embedding_hidden_mapping_in/bias", projection.bias)]
+    c = backbone.get_config()
+    for g in range(c["num_groups"]):
+        for i in range(c["num_inner_repetitions"]):
+            block = backbone.get_layer(f"group_{g}_inner_layer_{i}")
+            entries += block_entries(f"bert/encoder/transformer/group_{g}/inner_group_{i}", block)
+    pooler = backbone.get_layer("pooled_dense")
+    entries += [entry("bert/pooler/dense/kernel", pooler.kernel), entry("bert/pooler/dense/bias", pooler.bias)]
+    return {e.name: e.to_tf1(e.variable.numpy()) for e in entries}

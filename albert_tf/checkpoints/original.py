@@ -1,0 +1,173 @@
+"""The original release's TF1 variable names, mapped to this project's Keras weights.
+
+`tf1_entries(model)` is the name table every format builds on: one `Entry` per weight of the model with the
+name the original `modeling.py` gives it (`bert/...`, `cls/...`, task heads as the original's run scripts
+name them). Attention kernels are [H, H] in TF1 and [H, heads, head_size] here; the entry records the TF1
+shape and whether the matrix is stored transposed (`cls/seq_relationship/output_weights` is [2, H]).
+"""
+
+import dataclasses
+import os
+import re
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+# Names in TF1 checkpoints that are training state, not weights.
+_NON_WEIGHT = re.compile(r"(^|/)(global_step|good_steps|loss_scale|current_loss_scale)$|"
+                         r"/(adam|lamb)_[mv]$|/(Adam|LAMB|Momentum)(_\d+)?$|beta[12]_power")
+
+
+@dataclasses.dataclass
+class Entry:
+    """One weight: its TF1 name, the Keras variable, and how the TF1 array relates to it.
+
+    Attributes:
+      name: the original's variable name, e.g. "bert/pooler/dense/kernel".
+      variable: the Keras variable it loads into.
+      tf1_shape: the shape the original stores.
+      transpose: the original stores the transpose of our (reshaped) matrix.
+      required: part of the encoder (never silently left at random init when loading).
+    """
+
+    name: str
+    variable: object
+    tf1_shape: tuple
+    transpose: bool = False
+    required: bool = True
+
+    def to_keras(self, array):
+        """TF1 array -> value for `variable`; raises ValueError naming the variable on a shape mismatch."""
+        array = np.asarray(array)
+        if tuple(array.shape) != tuple(self.tf1_shape):
+            raise ValueError(f"shape mismatch for {self.name}: checkpoint has {list(array.shape)}, the model "
+                             f"expects {list(self.tf1_shape)} (variable {self.variable.path})")
+        if self.transpose:
+            array = array.T
+        return array.reshape(tuple(self.variable.shape))
+
+    def to_tf1(self, value):
+        """Keras value -> TF1 array."""
+        array = np.asarray(value)
+        if self.transpose:
+            return array.reshape(tuple(reversed(self.tf1_shape))).T
+        return array.reshape(self.tf1_shape)
+
+
+def _dense(prefix, layer, required=True):
+    kernel, bias = layer.kernel, layer.bias
+    out_size = int(np.prod(bias.shape))
+    in_size = int(np.prod(kernel.shape)) // out_size
+    return [Entry(f"{prefix}/kernel", kernel, (in_size, out_size), required=required),
+            Entry(f"{prefix}/bias", bias, (out_size,), required=required)]
+
+
+def _layer_norm(prefix, layer, required=True):
+    return [Entry(f"{prefix}/gamma", layer.gamma, tuple(layer.gamma.shape), required=required),
+            Entry(f"{prefix}/beta", layer.beta, tuple(layer.beta.shape), required=required)]
+
+
+def block_entries(scope, block):
+    """Entries of one Transformer block (a keras-hub `TransformerEncoder`) under a TF1 layer scope."""
+    attention = block._self_attention_layer
+    entries = []
+    for part, dense in (("query", attention._query_dense), ("key", attention._key_dense),
+                        ("value", attention._value_dense)):
+        entries += _dense(f"{scope}/attention_1/self/{part}", dense)
+    entries += _dense(f"{scope}/attention_1/output/dense", attention._output_dense)
+    entries += _layer_norm(f"{scope}/LayerNorm", block._self_attention_layer_norm)
+    entries += _dense(f"{scope}/ffn_1/intermediate/dense", block._feedforward_intermediate_dense)
+    entries += _dense(f"{scope}/ffn_1/intermediate/output/dense", block._feedforward_output_dense)
+    entries += _layer_norm(f"{scope}/LayerNorm_1", block._feedforward_layer_norm)
+    return entries
+
+
+def encoder_entries(albert, prefix="bert"):
+    """Entries of an `AlbertModel` under the original's `bert/` scope."""
+    emb = albert.embeddings
+    entries = [
+        Entry(f"{prefix}/embeddings/word_embeddings", emb.word_embeddings.embeddings,
+              tuple(emb.word_embeddings.embeddings.shape)),
+        Entry(f"{prefix}/embeddings/position_embeddings", emb.position_embeddings.position_embeddings,
+              tuple(emb.position_embeddings.position_embeddings.shape)),
+        Entry(f"{prefix}/embeddings/token_type_embeddings", emb.token_type_embeddings.embeddings,
+              tuple(emb.token_type_embeddings.embeddings.shape)),
+    ]
+    entries += _layer_norm(f"{prefix}/embeddings/LayerNorm", emb.layer_norm)
+    entries += _dense(f"{prefix}/encoder/embedding_hidden_mapping_in", emb.embedding_hidden_mapping_in)
+    for g, group in enumerate(albert.encoder.groups):
+        for i, block in enumerate(group):
+            entries += block_entries(f"{prefix}/encoder/transformer/group_{g}/inner_group_{i}", block)
+    entries += _dense(f"{prefix}/pooler/dense", albert.pooler)
+    return entries
+
+
+def pretraining_head_entries(model):
+    """Entries of the MLM and SOP heads of an `AlbertForPretraining`, under `cls/`."""
+    mlm = model.masked_lm
+    entries = _dense("cls/predictions/transform/dense", mlm.transform, required=False)
+    entries += _layer_norm("cls/predictions/transform/LayerNorm", mlm.layer_norm, required=False)
+    entries.append(Entry("cls/predictions/output_bias", mlm.output_bias, tuple(mlm.output_bias.shape),
+                         required=False))
+    sop = model.seq_relationship
+    hidden = int(sop.kernel.shape[0])
+    entries.append(Entry("cls/seq_relationship/output_weights", sop.kernel, (2, hidden), transpose=True,
+                         required=False))
+    entries.append(Entry("cls/seq_relationship/output_bias", sop.bias, (2,), required=False))
+    return entries
+
+
+def tf1_entries(model):
+    """All entries of `model`: an `AlbertModel`, or any model with an `albert` encoder attribute; heads
+    come from the model's `head_entries()` (task models) or the pretraining heads."""
+    from albert_tf.modeling import AlbertModel  # pylint: disable=import-outside-toplevel
+
+    if isinstance(model, AlbertModel):
+        return encoder_entries(model)
+    entries = encoder_entries(model.albert)
+    if hasattr(model, "head_entries"):
+        entries += model.head_entries()
+    elif hasattr(model, "masked_lm"):
+        entries += pretraining_head_entries(model)
+    return entries
+
+
+def is_training_state(name):
+    """True for names that hold optimizer or step state rather than weights."""
+    return bool(_NON_WEIGHT.search(name))
+
+
+def read_tf1(path):
+    """Reads every weight array of a TF1 name-based checkpoint, stripping a TF-Hub `module/` prefix."""
+    reader = tf.train.load_checkpoint(path)
+    arrays = {}
+    for name in reader.get_variable_to_shape_map():
+        if is_training_state(name):
+            continue
+        key = name[len("module/"):] if name.startswith("module/") else name
+        arrays[key] = reader.get_tensor(name)
+    return arrays
+
+
+def write_tf1(arrays, prefix):
+    """Writes `{name: array}` as a TF1 name-based checkpoint at `prefix` (the original's format).
+
+    The files are written under a temporary prefix and then moved into place, so a crash never leaves a
+    half-written checkpoint at `prefix`.
+    """
+    directory = os.path.dirname(os.path.abspath(prefix))
+    os.makedirs(directory, exist_ok=True)
+    tmp_dir = tempfile.mkdtemp(prefix=".tmp-ckpt-", dir=directory)
+    try:
+        tmp_prefix = os.path.join(tmp_dir, "ckpt")
+        names = sorted(arrays)
+        with tf.device("/cpu:0"):
+            tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                              tensors=[tf.convert_to_tensor(arrays[n]) for n in names])
+        for filename in os.listdir(tmp_dir):
+            os.replace(os.path.join(tmp_dir, filename), os.path.abspath(prefix) + filename[len("ckpt"):])
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    return prefix

@@ -1,0 +1,153 @@
+"""Python tokenization with the original release's semantics.
+
+`FullTokenizer` wraps a SentencePiece model (`30k-clean.model`) and reproduces the original's text handling:
+`preprocess_text` (whitespace folding, ``/'' to ", NFKD with accents stripped, lowercasing) and
+`encode_pieces` (SentencePiece pieces with the digit-comma rule). Unlike the original, `tokenize()` applies
+`preprocess_text` itself, so callers cannot forget it; both functions stay public for callers that need them.
+"""
+
+import os
+import unicodedata
+
+import sentencepiece as spm
+
+SPIECE_UNDERLINE = "\u2581"
+SPECIAL_TOKENS = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
+
+
+class TokenizerError(ValueError):
+    """The tokenizer's model or vocabulary file is missing or unreadable; the message names it."""
+
+
+def convert_to_unicode(text):
+    """Returns `text` as `str`, decoding UTF-8 bytes (invalid bytes are replaced, not fatal)."""
+    if isinstance(text, str):
+        return text
+    if isinstance(text, bytes):
+        return text.decode("utf-8", "ignore")
+    raise TypeError(f"expected str or bytes, got {type(text).__name__}")
+
+
+def preprocess_text(inputs, remove_space=True, lower=False, keep_accents=False):
+    """Normalises text as the original's `preprocess_text` does before SentencePiece.
+
+    Folds runs of whitespace to one space (and strips the ends), maps the LaTeX-style quotes `` and '' to ",
+    decomposes with NFKD and drops combining marks (accents) unless `keep_accents`, and lowercases if `lower`.
+    """
+    outputs = convert_to_unicode(inputs)
+    if remove_space:
+        outputs = " ".join(outputs.strip().split())
+    outputs = outputs.replace("``", '"').replace("''", '"')
+    if not keep_accents:
+        outputs = unicodedata.normalize("NFKD", outputs)
+        outputs = "".join(c for c in outputs if not unicodedata.combining(c))
+    if lower:
+        outputs = outputs.lower()
+    return outputs
+
+
+def encode_pieces(sp_model, text, sample=False):
+    """SentencePiece pieces of `text`, with the original's digit-comma rule.
+
+    A piece longer than one character that ends in "," after a digit (e.g. "▁1,000,") is re-encoded without
+    the comma and the comma becomes its own piece, so numbers are split consistently whatever follows them.
+    `sample=True` uses SentencePiece's subword sampling (regularisation), as the original allows.
+    """
+    text = convert_to_unicode(text)
+    if sample:
+        pieces = sp_model.encode(text, out_type=str, enable_sampling=True, alpha=0.1, nbest_size=64)
+    else:
+        pieces = sp_model.encode(text, out_type=str)
+    new_pieces = []
+    for piece in pieces:
+        if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
+            sub = sp_model.encode(piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=str)
+            if piece[0] != SPIECE_UNDERLINE and sub and sub[0][0] == SPIECE_UNDERLINE:
+                if len(sub[0]) == 1:
+                    sub = sub[1:]
+                else:
+                    sub[0] = sub[0][1:]
+            sub.append(piece[-1])
+            new_pieces.extend(sub)
+        else:
+            new_pieces.append(piece)
+    return new_pieces
+
+
+def load_sentencepiece(path):
+    """Loads a SentencePiece model, raising `TokenizerError` naming the file if it cannot."""
+    if not path or not os.path.isfile(path):
+        raise TokenizerError(f"SentencePiece model file not found: {path!r}")
+    sp_model = spm.SentencePieceProcessor()
+    try:
+        sp_model.load(path)
+    except (OSError, RuntimeError) as err:
+        raise TokenizerError(f"cannot read SentencePiece model {path!r}: {err}") from None
+    return sp_model
+
+
+class FullTokenizer:
+    """Text to pieces to ids, with the original's method names.
+
+    Args:
+      vocab_file: a WordPiece vocabulary (one token per line); used when no `spm_model_file` is given.
+      do_lower_case: lowercase text before tokenizing (the released English v2 models are uncased).
+      spm_model_file: a SentencePiece model such as `30k-clean.model`.
+    """
+
+    def __init__(self, vocab_file=None, do_lower_case=True, spm_model_file=None):
+        self.do_lower_case = do_lower_case
+        self.spm_model_file = spm_model_file
+        self.vocab_file = vocab_file
+        if spm_model_file:
+            self.sp_model = load_sentencepiece(spm_model_file)
+            self.vocab = {self.sp_model.id_to_piece(i): i for i in range(self.sp_model.get_piece_size())}
+            self.wordpiece = None
+        elif vocab_file:
+            from albert_tf import wordpiece  # pylint: disable=import-outside-toplevel
+
+            self.sp_model = None
+            self.wordpiece = wordpiece.WordpieceTokenizer.from_file(vocab_file, do_lower_case=do_lower_case)
+            self.vocab = self.wordpiece.vocab
+        else:
+            raise TokenizerError("FullTokenizer needs spm_model_file (SentencePiece) or vocab_file (WordPiece)")
+        self.inv_vocab = {i: t for t, i in self.vocab.items()}
+
+    @property
+    def is_sentencepiece(self):
+        return self.sp_model is not None
+
+    def preprocess(self, text):
+        """The text normalisation `tokenize` applies (SentencePiece mode), exposed for alignment code."""
+        return preprocess_text(text, lower=self.do_lower_case)
+
+    def tokenize(self, text, sample=False):
+        """Pieces of `text` after the original's preprocessing (see module docstring)."""
+        if self.sp_model is not None:
+            return encode_pieces(self.sp_model, self.preprocess(text), sample=sample)
+        return self.wordpiece.tokenize(text)
+
+    def convert_tokens_to_ids(self, tokens):
+        if self.sp_model is not None:
+            return [self.sp_model.piece_to_id(t) for t in tokens]
+        return [self.vocab[t] for t in tokens]
+
+    def convert_ids_to_tokens(self, ids):
+        if self.sp_model is not None:
+            return [self.sp_model.id_to_piece(int(i)) for i in ids]
+        return [self.inv_vocab[int(i)] for i in ids]
+
+    def token_id(self, token):
+        """Id of a special token such as "[CLS]" (or its WordPiece equivalent), from the model file."""
+        if token not in self.vocab:
+            raise TokenizerError(f"token {token!r} is not in the vocabulary of "
+                                 f"{self.spm_model_file or self.vocab_file}")
+        return self.vocab[token]
+
+    @property
+    def pad_id(self):
+        return self.vocab.get("<pad>", self.vocab.get("[PAD]", 0))
+
+    @property
+    def unk_token(self):
+        return "<unk>" if self.sp_model is not None else "[UNK]"
