@@ -43,6 +43,7 @@ def truncated_normal(stddev):
     return keras.initializers.TruncatedNormal(stddev=stddev)
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class FactorizedEmbedding(keras.layers.Layer):
     """Word + position + token-type embeddings in a small space E, then a projection E→H.
 
@@ -107,6 +108,7 @@ class FactorizedEmbedding(keras.layers.Layer):
         return config
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
     """One post-LayerNorm Transformer block: keras-hub's `TransformerEncoder` with ALBERT's two dropouts.
 
@@ -125,7 +127,17 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
         self.attention_dropout = attention_dropout
 
     def build(self, inputs_shape):
-        super().build(inputs_shape)
+        # The parent gives all three Dropout layers the rate `self.dropout`, and a Keras Dropout only gets its
+        # seed generator when built with a positive rate; so build them all with the larger rate, then set
+        # each to its own (a rate raised from 0 afterwards would fail in training).
+        hidden_dropout = self.dropout
+        self.dropout = max(hidden_dropout, self.attention_dropout)
+        try:
+            super().build(inputs_shape)
+        finally:
+            self.dropout = hidden_dropout
+        self._self_attention_dropout.rate = hidden_dropout
+        self._feedforward_dropout.rate = hidden_dropout
         attention = self._self_attention_layer
         attention._dropout = self.attention_dropout
         attention._dropout_layer.rate = self.attention_dropout
@@ -137,6 +149,7 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
         return config
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertEncoder(keras.layers.Layer):
     """`num_hidden_layers` layers computed by `num_hidden_groups` groups of `inner_group_num` shared blocks.
 
@@ -207,6 +220,7 @@ class AlbertEncoder(keras.layers.Layer):
         return config
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class MaskedLMHead(keras.layers.Layer):
     """Masked-LM head: gather positions, dense H→E with hidden_act, LayerNorm, logits tied to the word table.
 

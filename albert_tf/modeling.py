@@ -29,6 +29,7 @@ def dummy_inputs(batch_size=1, seq_length=2, num_predictions=None):
     return inputs
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertModel(keras.Model):
     """The ALBERT encoder: factorized embedding, grouped shared Transformer blocks, pooler.
 
@@ -91,6 +92,7 @@ class AlbertModel(keras.Model):
         return cls(AlbertConfig.from_dict(config.pop("config")), **config)
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertForPretraining(keras.Model):
     """ALBERT with the masked-LM head (tied to the word embeddings) and the sentence-order head.
 

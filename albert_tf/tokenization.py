@@ -4,6 +4,12 @@
 `preprocess_text` (whitespace folding, ``/'' to ", NFKD with accents stripped, lowercasing) and
 `encode_pieces` (SentencePiece pieces with the digit-comma rule). Unlike the original, `tokenize()` applies
 `preprocess_text` itself, so callers cannot forget it; both functions stay public for callers that need them.
+Given only a `vocab_file`, `FullTokenizer` uses BERT-style WordPiece instead (`albert_tf.wordpiece`), as the
+original does for its Chinese models.
+
+`encode_pair` turns one example's text (or text pair) into the fixed-length `input_ids`/`input_mask`/
+`segment_ids` lists of the original's classifier features; `albert_tf.text_layers.AlbertTextPreprocessor` does the
+same inside a TensorFlow graph and gives the same ids.
 """
 
 import os
@@ -107,8 +113,11 @@ class FullTokenizer:
             from albert_tf import wordpiece  # pylint: disable=import-outside-toplevel
 
             self.sp_model = None
-            self.wordpiece = wordpiece.WordpieceTokenizer.from_file(vocab_file, do_lower_case=do_lower_case)
+            self.wordpiece = wordpiece.WordpieceTextTokenizer.from_file(vocab_file, do_lower_case=do_lower_case)
             self.vocab = self.wordpiece.vocab
+            # The original's attribute names in this mode.
+            self.basic_tokenizer = self.wordpiece.basic_tokenizer
+            self.wordpiece_tokenizer = self.wordpiece.wordpiece_tokenizer
         else:
             raise TokenizerError("FullTokenizer needs spm_model_file (SentencePiece) or vocab_file (WordPiece)")
         self.inv_vocab = {i: t for t, i in self.vocab.items()}
@@ -151,3 +160,55 @@ class FullTokenizer:
     @property
     def unk_token(self):
         return "<unk>" if self.sp_model is not None else "[UNK]"
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """Shortens two token lists in place until together they hold at most `max_length` tokens.
+
+    One token at a time is removed from the end of the longer list (from `tokens_b` when they are equally long),
+    as the original's `_truncate_seq_pair` does, so a short segment keeps all its tokens.
+    """
+    while len(tokens_a) + len(tokens_b) > max_length:
+        if len(tokens_a) > len(tokens_b):
+            tokens_a.pop()
+        else:
+            tokens_b.pop()
+
+
+def encode_pair(tokenizer, text_a, text_b=None, max_seq_length=128):
+    """Model inputs for one example, laid out as the original's classifier features.
+
+    The tokens are `[CLS] A [SEP]` for a single text and `[CLS] A [SEP] B [SEP]` for a pair, then padded with id 0
+    to `max_seq_length`. A pair longer than `max_seq_length - 3` tokens is cut by `truncate_seq_pair` (from the end
+    of the longer segment); a single text is cut to its first `max_seq_length - 2` tokens. As in the original, a
+    `text_b` that is empty or has no tokens gives the single-text layout.
+
+    Args:
+      tokenizer: a `FullTokenizer` (either mode).
+      text_a: the first (or only) text, str or UTF-8 bytes.
+      text_b: the second text of a pair, or None.
+      max_seq_length: length of the returned lists.
+
+    Returns:
+      `(input_ids, input_mask, segment_ids)`, three lists of `max_seq_length` ints: token ids; 1 for real tokens and
+      0 for padding; 0 for `[CLS] A [SEP]` (and padding) and 1 for `B [SEP]`.
+    """
+    tokens_a = tokenizer.tokenize(text_a)
+    tokens_b = tokenizer.tokenize(text_b) if text_b else None
+    if tokens_b:
+        if max_seq_length < 3:
+            raise ValueError(f"max_seq_length must be at least 3 for a text pair, got {max_seq_length}")
+        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+    else:
+        if max_seq_length < 2:
+            raise ValueError(f"max_seq_length must be at least 2, got {max_seq_length}")
+        tokens_a = tokens_a[:max_seq_length - 2]
+    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+    segment_ids = [0] * len(tokens)
+    if tokens_b:
+        tokens += tokens_b + ["[SEP]"]
+        segment_ids += [1] * (len(tokens_b) + 1)
+    input_ids = tokenizer.convert_tokens_to_ids(tokens)
+    input_mask = [1] * len(input_ids)
+    padding = [0] * (max_seq_length - len(input_ids))
+    return input_ids + padding, input_mask + padding, segment_ids + padding

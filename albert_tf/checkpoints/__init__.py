@@ -114,10 +114,9 @@ def _group0_name(name):
     return "/".join("group_0" if p.startswith("group_") else p for p in parts)
 
 
-def _load_native(model, arrays):
-    keys = native.object_keys(model)
+def _load_native(model, arrays, stored_keys):
     loaded, missing, pairs, used = [], [], [], set()
-    for key, variable in keys.items():
+    for key, variable in native.object_keys(model).items():
         candidates = [key]
         if key.startswith("model/albert/"):
             candidates.append("model/" + key[len("model/albert/"):])
@@ -133,69 +132,27 @@ def _load_native(model, arrays):
                                   f"expects {list(variable.shape)} (variable {variable.path})")
         pairs.append((variable, value))
         loaded.append(key)
-        used.add(source)
-    return pairs, LoadResult("native", loaded, missing, sorted(set(arrays) - used))
+        used.add(stored_keys[source])
+    # Report each stored variable once, by one of its paths; optimizer, metric and RNG state are not weights.
+    unused = {}
+    for path_key, stored in sorted(stored_keys.items()):
+        if stored not in used and not any(s in path_key for s in ("seed_generator", "/_metrics", "_tracker",
+                                                                  "model/optimizer/")):
+            unused.setdefault(stored, path_key)
+    return pairs, LoadResult("native", loaded, missing, sorted(unused.values()))
 
 
-def read_arrays(path, fmt=None):
-    """{TF1 name: array} for the original, Hugging Face and keras-hub formats (for converters)."""
-    fmt = fmt or detect_format(path)
+def read_arrays(path, fmt, names):
+    """{TF1 name: array} from an original, Hugging Face or keras-hub checkpoint; `names` are the TF1 names
+    the model wants (Hugging Face tensors are selected and re-laid-out by them)."""
     if fmt == "original":
         return original.read_tf1(resolve(path))
     if fmt == "huggingface":
-        tensors = huggingface.read_hf(path)
-        names = [n for n in _all_tf1_names(tensors)]
-        return huggingface.to_tf1_arrays(tensors, names)[0]
+        return huggingface.to_tf1_arrays(huggingface.read_hf(path), names)[0]
     if fmt == "keras_hub":
         backbone = path if not isinstance(path, str) else keras_hub_format.load_backbone(path)
         return keras_hub_format.backbone_arrays(backbone)
     raise CheckpointError(f"read_arrays does not handle the {fmt!r} format")
-
-
-def _all_tf1_names(tensors):
-    """TF1 names of every Hugging Face tensor that has one."""
-    names = []
-    for key in tensors:
-        tf1 = _tf1_name_of_hf(key)
-        if tf1:
-            names.append(tf1)
-    return names
-
-
-def _tf1_name_of_hf(key):
-    table = huggingface
-    for pattern, template, _ in table._COMPILED:  # pylint: disable=protected-access
-        del pattern
-    candidates = _candidate_tf1_names(key)
-    for name in candidates:
-        mapped = huggingface.hf_name(name)
-        if mapped and mapped[0] == key:
-            return name
-    return None
-
-
-def _candidate_tf1_names(key):
-    """TF1 names that could map to Hugging Face `key` (inverse lookup through the forward table)."""
-    import re  # pylint: disable=import-outside-toplevel
-
-    layer = re.match(r"albert\.encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.", key)
-    scope = f"bert/encoder/transformer/group_{layer.group(1)}/inner_group_{layer.group(2)}/" if layer else ""
-    suffixes = ["attention_1/self/query/kernel", "attention_1/self/query/bias", "attention_1/self/key/kernel",
-                "attention_1/self/key/bias", "attention_1/self/value/kernel", "attention_1/self/value/bias",
-                "attention_1/output/dense/kernel", "attention_1/output/dense/bias", "LayerNorm/gamma",
-                "LayerNorm/beta", "ffn_1/intermediate/dense/kernel", "ffn_1/intermediate/dense/bias",
-                "ffn_1/intermediate/output/dense/kernel", "ffn_1/intermediate/output/dense/bias",
-                "LayerNorm_1/gamma", "LayerNorm_1/beta"]
-    if scope:
-        return [scope + s for s in suffixes]
-    return [f"bert/embeddings/{k}_embeddings" for k in ("word", "position", "token_type")] + [
-        "bert/embeddings/LayerNorm/gamma", "bert/embeddings/LayerNorm/beta",
-        "bert/encoder/embedding_hidden_mapping_in/kernel", "bert/encoder/embedding_hidden_mapping_in/bias",
-        "bert/pooler/dense/kernel", "bert/pooler/dense/bias", "cls/predictions/transform/dense/kernel",
-        "cls/predictions/transform/dense/bias", "cls/predictions/transform/LayerNorm/gamma",
-        "cls/predictions/transform/LayerNorm/beta", "cls/predictions/output_bias",
-        "cls/seq_relationship/output_weights", "cls/seq_relationship/output_bias",
-        "classifier/output_weights", "classifier/output_bias"]
 
 
 def load_checkpoint(model, path, init_from_group0=False, allow_missing_encoder=False):
@@ -216,15 +173,22 @@ def load_checkpoint(model, path, init_from_group0=False, allow_missing_encoder=F
     ensure_built(model)
     try:
         if fmt == "native":
-            pairs, result = _load_native(model, native.read_native(resolve(path)))
+            pairs, result = _load_native(model, *native.read_native(resolve(path)))
             encoder_missing = [k for k in result.missing if "/albert/" in k or not hasattr(model, "albert")]
         else:
             if fmt == "huggingface":
                 config = huggingface.read_config(path)
                 if config is not None:
                     _check_config(model, config, path)
-            arrays = read_arrays(path, fmt)
-            pairs, result = _load_named(model, arrays, fmt, init_from_group0=init_from_group0)
+            names = [e.name for e in tf1_entries(model)]
+            if fmt == "huggingface":
+                tensors = huggingface.read_hf(path)
+                arrays, used = huggingface.to_tf1_arrays(tensors, names)
+                pairs, result = _load_named(model, arrays, fmt)
+                result.unused = sorted(set(tensors) - used - huggingface.TIED_OR_BUFFERS)
+            else:
+                arrays = read_arrays(path, fmt, names)
+                pairs, result = _load_named(model, arrays, fmt, init_from_group0=init_from_group0)
             encoder_missing = [n for n in result.missing if n.startswith("bert/")]
     except ValueError as err:
         if isinstance(err, CheckpointError):

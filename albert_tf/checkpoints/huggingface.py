@@ -33,6 +33,8 @@ _TABLE = [
     (r"classifier/output_weights", "classifier.weight", False),
     (r"classifier/output_bias", "classifier.bias", False),
 ]
+# Hugging Face tensors that duplicate others (tied) or are buffers, never weights to load.
+TIED_OR_BUFFERS = {"predictions.decoder.weight", "predictions.decoder.bias", "albert.embeddings.position_ids"}
 _LAYER = r"bert/encoder/transformer/group_(\d+)/inner_group_(\d+)/"
 _LAYER_HF = r"albert.encoder.albert_layer_groups.\1.albert_layers.\2."
 _LAYER_TABLE = [

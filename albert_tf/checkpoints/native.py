@@ -7,9 +7,12 @@ task model by key.
 """
 
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 ROOT = "model"
 _SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
 def object_keys(model, root=ROOT):
@@ -38,17 +41,51 @@ def object_keys(model, root=ROOT):
     return keys
 
 
+def _object_graph_keys(reader):
+    """{attribute path under `model/` + suffix: checkpoint key}, from the checkpoint's object graph.
+
+    A variable is stored once, under whichever path TF met first (often `optimizer/_trainable_variables/N`
+    when an optimizer was saved too); the object graph still records every path to it, so weights are
+    found by their path under the model whatever key they were stored under.
+    """
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    keys = {}
+    root = graph.nodes[0]
+    stack = [(child.node_id, child.local_name) for child in root.children if child.local_name == ROOT]
+    seen = set()
+    while stack:
+        node_id, path = stack.pop()
+        if (node_id, path) in seen or len(seen) > 1_000_000:
+            continue
+        seen.add((node_id, path))
+        node = graph.nodes[node_id]
+        for attribute in node.attributes:
+            if attribute.name == "VARIABLE_VALUE":
+                keys[path + _SUFFIX] = attribute.checkpoint_key
+        stack.extend((child.node_id, f"{path}/{child.local_name}") for child in node.children)
+    return keys
+
+
 def is_native(path):
     """True when `path` (a prefix) is an object-based checkpoint with a `model` root."""
     try:
-        names = tf.train.list_variables(path)
+        reader = tf.train.load_checkpoint(path)
+        if not reader.has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
+            return False
+        return bool(_object_graph_keys(reader))
     except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError):
         return False
-    return any(name.startswith(ROOT + "/") and name.endswith(_SUFFIX) for name, _ in names)
 
 
 def read_native(path):
-    """{key: array} of the `model/` weights of an object-based checkpoint."""
+    """Weights under `model/` of an object-based checkpoint: ({path key: array}, {path key: checkpoint key}).
+
+    Several paths can lead to one stored variable; each stored array is read once and shared.
+    """
     reader = tf.train.load_checkpoint(path)
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name.startswith(ROOT + "/") and name.endswith(_SUFFIX)}
+    keys = _object_graph_keys(reader)
+    cache = {}
+    for key in set(keys.values()):
+        cache[key] = reader.get_tensor(key)
+    return {path_key: cache[key] for path_key, key in keys.items()}, keys

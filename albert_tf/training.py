@@ -1,0 +1,175 @@
+"""Training machinery shared by every script: gradient clipping across replicas, checkpoints that resume,
+stopping at an exact step, and stopping on a non-finite loss.
+
+Checkpoints are TF2 object-based (`tf.train.Checkpoint(model=..., optimizer=...)`), written by a
+`tf.train.CheckpointManager` every `save_checkpoints_steps` steps and kept `keep_checkpoint_max` deep. TF writes
+each checkpoint under temporary names and publishes it by updating the `checkpoint` state file last, so a run
+killed mid-save still resumes from the previous one. The optimizer's step counter is the global step; a
+restarted run restores model, optimizer state and step, and the scripts skip the batches already consumed
+(the input pipelines are deterministic for a given seed), so the run continues as if never stopped.
+"""
+
+import json
+import logging
+import math
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Training produced a NaN or infinite loss; the message names the step."""
+
+
+def clip_gradients_across_replicas(grads, clip_norm=1.0, loss_scale=1.0):
+    """Scales each replica's gradients so that their sum has global norm at most `clip_norm`.
+
+    Keras sums gradients over replicas after the optimizer would clip them, so clipping there would clip
+    each replica's part separately. Here the norm is taken of the summed gradient (divided by the loss scale
+    under float16), which makes a distributed step equal to a single-device step on the same global batch.
+    Dense copies are taken of sparse (embedding) gradients.
+    """
+    grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+    context = tf.distribute.get_replica_context()
+    summed = grads
+    if context is not None and context.num_replicas_in_sync > 1:
+        summed = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    norm = tf.linalg.global_norm(summed) / tf.cast(loss_scale, tf.float32)
+    factor = clip_norm / tf.maximum(norm, clip_norm)
+    return [g * tf.cast(factor, g.dtype) for g in grads]
+
+
+def global_sum(value):
+    """Sum of `value` over all replicas (identity on one replica)."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def loss_scale_of(optimizer):
+    """The current loss-scale factor (1 unless the optimizer is a `LossScaleOptimizer`)."""
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return optimizer.dynamic_scale
+    return 1.0
+
+
+def check_output_dir(output_dir, config, source_flag="--albert_config_file"):
+    """Creates `output_dir` and records the model config there; refuses a directory that holds a different
+    model (resuming someone else's run would silently corrupt it)."""
+    os.makedirs(output_dir, exist_ok=True)
+    path = os.path.join(output_dir, "albert_config.json")
+    if os.path.exists(path):
+        existing = AlbertConfig.from_json_file(path)
+        if existing.to_dict() != config.to_dict():
+            diff = [k for k, v in config.to_dict().items() if existing.to_dict().get(k) != v]
+            raise ValueError(f"--output_dir {output_dir} holds a run of a different model (fields "
+                             f"{', '.join(diff)} differ from {source_flag}); use a new --output_dir")
+    else:
+        config.to_json_file(path)
+
+
+class CheckpointCallback(keras.callbacks.Callback):
+    """Saves through `manager` every `every` steps and at `last_step`; step = the optimizer's iterations."""
+
+    def __init__(self, manager, every, last_step):
+        super().__init__()
+        self.manager = manager
+        self.every = max(int(every), 1)
+        self.last_step = last_step
+        self._saved_at = None
+
+    def _maybe_save(self, force=False):
+        step = int(self.model.optimizer.iterations.numpy())
+        if step == self._saved_at:
+            return
+        if force or step % self.every == 0 or step >= self.last_step:
+            path = self.manager.save(checkpoint_number=step)
+            self._saved_at = step
+            logging.info("Saved checkpoint for step %d: %s", step, path)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._maybe_save()
+
+    def on_train_end(self, logs=None):
+        self._maybe_save()
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """Stops `fit` once the optimizer has made `last_step` steps (the global step, across restarts)."""
+
+    def __init__(self, last_step):
+        super().__init__()
+        self.last_step = last_step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) >= self.last_step:
+            self.model.stop_training = True
+
+
+class StopOnNonFiniteLoss(keras.callbacks.Callback):
+    """Raises `NonFiniteLossError` naming the step when the loss is NaN or infinite.
+
+    It runs before the checkpoint callback in the callback list, so the bad state is never saved and the
+    last good checkpoint stays the latest.
+    """
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(np.asarray(loss))):
+            step = int(self.model.optimizer.iterations.numpy())
+            raise NonFiniteLossError(f"non-finite loss ({float(np.asarray(loss))}) at step {step}; stopped "
+                                     "without saving, the last good checkpoint is kept")
+
+
+class StepLogger(keras.callbacks.Callback):
+    """Logs `step N/total` with the metrics every `every` steps (Keras' bar counts per epoch only)."""
+
+    def __init__(self, total_steps, every=100):
+        super().__init__()
+        self.total_steps = total_steps
+        self.every = max(int(every), 1)
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        if step % self.every == 0 or step >= self.total_steps:
+            shown = ", ".join(f"{k}={float(np.asarray(v)):.4g}" for k, v in sorted((logs or {}).items()))
+            logging.info("step %d/%d: %s", step, self.total_steps, shown)
+
+
+def plan_steps(num_train_steps, save_checkpoints_steps, iterations_per_loop, done):
+    """Epoch layout for `fit`: (steps_per_epoch, epochs, initial_epoch, steps_per_execution).
+
+    One Keras epoch spans a checkpoint interval, so a resumed run (whose step `done` is always at a
+    checkpoint) starts at an epoch boundary; `steps_per_execution` divides every boundary.
+    """
+    steps_per_epoch = max(1, min(save_checkpoints_steps, num_train_steps))
+    epochs = math.ceil(num_train_steps / steps_per_epoch)
+    initial_epoch = done // steps_per_epoch
+    steps_per_execution = math.gcd(math.gcd(max(iterations_per_loop, 1), steps_per_epoch), num_train_steps)
+    if done % steps_per_execution:
+        steps_per_execution = math.gcd(steps_per_execution, done)
+    return steps_per_epoch, epochs, initial_epoch, steps_per_execution
+
+
+def write_results(path, results):
+    """Writes `key = value` lines (the original's eval_results.txt format), atomically."""
+    tmp = path + ".tmp"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        for key in sorted(results):
+            f.write(f"{key} = {results[key]}\n")
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+    return path
+
+
+def write_json(path, value):
+    """Writes JSON atomically."""
+    tmp = path + ".tmp"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+    return path
