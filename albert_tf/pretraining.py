@@ -127,6 +127,8 @@ class PretrainingParams:
     mixed_precision: str = None
     jit_compile: bool = False
     export_dir: str = None
+    tokenizer_file: str = None
+    do_lower_case: bool = True
     seed: int = 12345
     log_every: int = 100
 
@@ -173,9 +175,8 @@ def run_pretraining(params):
     if params.train_batch_size % strategy.num_replicas_in_sync:
         raise ValueError(f"--train_batch_size {params.train_batch_size} is not divisible by the "
                          f"{strategy.num_replicas_in_sync} replicas")
-    records.check_record_lengths(params.input_file, params.max_seq_length, params.max_predictions_per_seq)
-    if params.eval_input_file:
-        records.check_record_lengths(params.eval_input_file, params.max_seq_length,
+    for patterns in filter(None, (params.input_file, params.eval_input_file)):
+        records.check_record_lengths(records.expand_file_patterns(patterns), params.max_seq_length,
                                      params.max_predictions_per_seq)
     training.check_output_dir(params.output_dir, config)
     write_dir = distribution.worker_dir(params.output_dir, strategy)
@@ -236,5 +237,6 @@ def run_pretraining(params):
         logging.info("Eval results: %s", results)
 
     if params.export_dir and distribution.is_chief(strategy):
-        outcome["export_dir"] = export.export_encoder(model.albert, params.export_dir, overwrite=True)
+        outcome["export_dir"] = export.export_encoder(model, params.export_dir, tokenizer_file=params.tokenizer_file,
+                                                      do_lower_case=params.do_lower_case, overwrite=True)
     return outcome

@@ -57,10 +57,10 @@ bytes are those of `tf.train.Example.SerializeToString(deterministic=True)` for 
 the records back is `albert_tf.records`.
 """
 
-import bisect
 import dataclasses
 import glob
 import hashlib
+import itertools
 import logging
 import os
 import random
@@ -431,42 +431,54 @@ class TokenTables:
         self.word_start = np.zeros(int(self.vocab_ids.max()) + 1, dtype=bool)
         for piece, idx in tokenizer.vocab.items():
             self.word_start[idx] = starts(piece)
-        # Pieces hit by the original's digit-comma rule ("▁1,000," -> "▁1,000" ","); lines with one are re-encoded
+        # Pieces hit by the original's digit-comma rule ("▁1,000," -> "▁1,000" ","); text with one is re-encoded
         # through `tokenization.encode_pieces`.
         self._comma_ids = np.zeros(len(self.word_start), dtype=bool)
+        # SentencePiece threads for batch encoding (None: its default, all cores); worker processes use 1.
+        self.num_threads = None
         if self.is_sentencepiece:
             for piece, idx in tokenizer.vocab.items():
                 if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
                     self._comma_ids[idx] = True
 
     def lines_to_ids(self, text):
-        """Token ids per line of `text` (str): a list with, per line, None for a blank line or an int32 array.
+        """Token ids of every "\\n"-separated line of `text` (str).
 
-        SentencePiece mode normalises all lines (`normalize_lines`) and encodes them in one call; WordPiece mode
-        strips each line and uses the tokenizer. Equivalent to `tokenizer.tokenize` per line.
+        SentencePiece mode normalises all lines (`normalize_lines`) and encodes them in bulk; WordPiece mode strips
+        each line and uses the tokenizer. Either way the ids equal `tokenizer.tokenize` line by line.
+
+        Returns:
+          `(ids, lengths)`: int32 [total] ids of all lines, concatenated, and per line its number of ids, or -1 for a
+          line that is blank after normalisation (a document break).
         """
         if not self.is_sentencepiece:
-            out = []
+            chunks, lengths = [], []
             for line in text.split("\n"):
                 line = line.strip()
                 if not line:
-                    out.append(None)
-                else:
-                    toks = self.tokenizer.tokenize(line)
-                    out.append(np.asarray(self.tokenizer.convert_tokens_to_ids(toks), dtype=np.int32))
-            return out
+                    lengths.append(-1)
+                    continue
+                ids = self.tokenizer.convert_tokens_to_ids(self.tokenizer.tokenize(line))
+                chunks.append(np.asarray(ids, dtype=np.int32))
+                lengths.append(len(ids))
+            return (np.concatenate(chunks) if chunks else np.zeros(0, np.int32)), lengths
         lines = normalize_lines(text, self.tokenizer.do_lower_case)
-        nonblank = [i for i, line in enumerate(lines) if line]
-        encoded = self.tokenizer.sp_model.encode([lines[i] for i in nonblank], out_type=int, num_threads=1)
-        out = [None] * len(lines)
+        nonblank = [line for line in lines if line]
         sp_model = self.tokenizer.sp_model
-        for i, ids in zip(nonblank, encoded):
-            arr = np.asarray(ids, dtype=np.int32)
-            if arr.size and self._comma_ids[arr].any():
-                pieces = tokenization.encode_pieces(sp_model, lines[i])
-                arr = np.asarray([sp_model.piece_to_id(p) for p in pieces], dtype=np.int32)
-            out[i] = arr
-        return out
+        encoded = sp_model.encode(nonblank, out_type=int, num_threads=self.num_threads)
+        counts = [len(ids) for ids in encoded]
+        ids = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int32, count=sum(counts))
+        hits = np.flatnonzero(self._comma_ids[ids]) if ids.size else ids
+        if hits.size:
+            # The few lines with a digit-comma piece go through the tokenizer's own rule.
+            line_of = np.searchsorted(np.cumsum(counts), hits, side="right")
+            for k in set(line_of.tolist()):
+                pieces = tokenization.encode_pieces(sp_model, nonblank[k])
+                encoded[k] = [sp_model.piece_to_id(p) for p in pieces]
+            counts = [len(ids) for ids in encoded]
+            ids = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int32, count=sum(counts))
+        it = iter(counts)
+        return ids, [next(it) if line else -1 for line in lines]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -475,12 +487,14 @@ class TokenTables:
 
 @dataclasses.dataclass
 class ShardDocuments:
-    """A shard's documents as flat arrays.
+    """A shard's documents over one flat token array.
 
     Attributes:
-      tokens: int32 [total tokens], all sentences of all kept documents, in order.
+      tokens: int32 [total tokens], all sentences of the shard, in order (skipped documents' tokens included).
       word_start: bool [total tokens], `TokenTables.word_start` of each token.
-      bounds: per document, the list of sentence boundaries into `tokens` (length = sentences + 1).
+      bounds: per kept document, its sentence boundaries into `tokens` (a list of sentences + 1 ints).
+      skipped: documents dropped for having fewer than two tokens.
+      text_bytes: size of the shard's text.
     """
 
     tokens: np.ndarray
@@ -499,32 +513,28 @@ def read_shard_documents(shard, tables):
     with _open_binary(shard.path) as f:
         f.seek(shard.start)
         data = f.read(shard.end - shard.start)
-    per_line = tables.lines_to_ids(data.decode("utf-8", "ignore"))
-    pieces, bounds, skipped = [], [], 0
+    tokens, lengths = tables.lines_to_ids(data.decode("utf-8", "ignore"))
+    bounds, skipped = [], 0
+    doc = None
     offset = 0
-    doc = [0]
-
-    def close(doc_bounds):
-        nonlocal offset, skipped
-        if len(doc_bounds) < 2:
-            return
-        n_tokens = doc_bounds[-1]
-        if n_tokens < 2:
+    for n in lengths:
+        if n < 0:
+            if doc is not None:
+                if doc[-1] - doc[0] >= 2:
+                    bounds.append(doc)
+                else:
+                    skipped += 1
+            doc = None
+        elif n > 0:
+            if doc is None:
+                doc = [offset]
+            offset += n
+            doc.append(offset)
+    if doc is not None:
+        if doc[-1] - doc[0] >= 2:
+            bounds.append(doc)
+        else:
             skipped += 1
-            del pieces[len(pieces) - (len(doc_bounds) - 1):]
-            return
-        bounds.append([offset + b for b in doc_bounds])
-        offset += n_tokens
-
-    for ids in per_line:
-        if ids is None:
-            close(doc)
-            doc = [0]
-        elif ids.size:
-            pieces.append(ids)
-            doc.append(doc[-1] + int(ids.size))
-    close(doc)
-    tokens = np.concatenate(pieces).astype(np.int32) if pieces else np.zeros(0, np.int32)
     return ShardDocuments(tokens=tokens, word_start=tables.word_start[tokens], bounds=bounds, skipped=skipped,
                           text_bytes=len(data))
 
@@ -607,9 +617,10 @@ def document_instances(docs, doc_index, config, rng):
     return out
 
 
-def _ngram_cdf(config):
-    weights = [1.0 / n for n in range(1, config.ngram + 1)]
-    if not config.favor_shorter_ngram:
+def ngram_cdf(ngram, favor_shorter_ngram=True):
+    """Cumulative p(n), n = 1..ngram, with p(n) proportional to 1/n (reversed if not `favor_shorter_ngram`)."""
+    weights = [1.0 / n for n in range(1, ngram + 1)]
+    if not favor_shorter_ngram:
         weights.reverse()
     total = sum(weights)
     cdf, acc = [], 0.0
@@ -620,106 +631,106 @@ def _ngram_cdf(config):
     return cdf
 
 
-def choose_ngrams(group_starts, budget, ngram_cdf, rng, covered=None, stats=None):
+def choose_ngrams(group_starts, budget, cdf, rng, covered=None, drawn=None, accepted=None):
     """The original's n-gram selection over whole-word groups.
+
+    Words are visited in a uniformly random order (a lazy Fisher-Yates shuffle, drawn only as far as needed). At
+    each, n is drawn from `cdf`; the n-gram (fewer words at the end of the sequence) is shortened while it would
+    overflow the budget; it is skipped if it still overflows or touches a word already taken.
 
     Args:
       group_starts: list of W + 1 ints; word w spans candidates `[group_starts[w], group_starts[w + 1])`.
       budget: most candidates to choose.
-      ngram_cdf: cumulative p(n) for n = 1..ngram.
-      rng: `random.Random`.
+      cdf: from `ngram_cdf`.
+      rng: a `random.Random`.
       covered: optional bytearray [W] of words already taken (updated in place).
-      stats: optional `Stats`, whose `ngram_drawn`/`ngram_accepted` histograms are updated.
+      drawn, accepted: optional lists [ngram] counting the drawn n and the accepted n-gram sizes (in words).
 
     Returns:
-      Chosen candidate indices, in the order chosen (at most `budget`).
+      The chosen candidate indices, in the order chosen (at most `budget`).
     """
     n_words = len(group_starts) - 1
     if covered is None:
         covered = bytearray(n_words)
+    rand = rng.random
     order = list(range(n_words))
+    ngram = len(cdf)
     chosen = []
-    ngram = len(ngram_cdf)
-    drawn = [0] * ngram
-    accepted = [0] * ngram
-    for t in range(n_words):
-        if len(chosen) >= budget:
-            break
-        j = t + int(rng.random() * (n_words - t))  # lazy Fisher-Yates: a uniformly random visiting order
-        order[t], order[j] = order[j], order[t]
-        start = order[t]
-        n = bisect.bisect_right(ngram_cdf, rng.random()) + 1
-        if n > ngram:
-            n = ngram
-        drawn[n - 1] += 1
-        room = budget - len(chosen)
-        while True:
-            end = min(start + n, n_words)
-            size = group_starts[end] - group_starts[start]
-            if size <= room or n == 1:
-                break
-            n -= 1
-        if size > room:
-            continue
-        if any(covered[start:end]):
+    taken = 0
+    t = 0
+    while taken < budget and t < n_words:
+        j = t + int(rand() * (n_words - t))
+        start = order[j]
+        order[j] = order[t]
+        t += 1
+        u = rand()
+        n = 1
+        while n < ngram and u >= cdf[n - 1]:
+            n += 1
+        if drawn is not None:
+            drawn[n - 1] += 1
+        first = group_starts[start]
+        end = start + n if start + n < n_words else n_words
+        size = group_starts[end] - first
+        while size > budget - taken and end > start + 1:
+            end -= 1
+            size = group_starts[end] - first
+        if size > budget - taken or covered.find(1, start, end) >= 0:
             continue
         covered[start:end] = b"\x01" * (end - start)
-        chosen.extend(range(group_starts[start], group_starts[end]))
-        accepted[end - start - 1] += 1
-    if stats is not None:
-        for k in range(ngram):
-            stats.ngram_drawn[k] += drawn[k]
-            stats.ngram_accepted[k] += accepted[k]
+        chosen.extend(range(first, first + size))
+        taken += size
+        if accepted is not None:
+            accepted[end - start - 1] += 1
     return chosen
 
 
-def mask_instance(docs, instance, config, tables, rng, ngram_cdf, stats=None):
-    """Masked-LM positions and replacement ids for one instance, as the original's `create_masked_lm_predictions`.
+KEEP = -1  # an output id meaning "the original token stays" (resolved when the features are built)
 
-    Returns `(positions, outputs)`: sorted positions in `[CLS] A [SEP] B [SEP]` and the ids placed there ([MASK],
-    the original id, or a random vocabulary id; permuted ids with `do_permutation`). The labels are the
-    original ids at those positions.
+
+def mask_instance(docs, instance, config, tables, rng, cdf, drawn=None, accepted=None):
+    """Masked-LM positions and what goes there, for one instance, as the original's `create_masked_lm_predictions`.
+
+    Returns:
+      `(positions, outputs)`: sorted positions in `[CLS] A [SEP] B [SEP]`, and per position the id placed there:
+      `tables.mask_id` (80%), `KEEP` for the original token (10%), or a random vocabulary id (10%); with
+      `do_permutation` also the permuted positions with the id moved there. The labels are the original ids.
     """
     a0, a1, b0, b1, _ = instance
-    la, lb = a1 - a0, b1 - b0
+    la = a1 - a0
+    n_cand = la + b1 - b0
     if config.masked_lm_prob == 0:
         return [], []
-    n_cand = la + lb
     if config.do_whole_word_mask:
-        flags = np.concatenate((docs.word_start[a0:a1], docs.word_start[b0:b1]))
-        flags[0] = True
-        group_starts = np.flatnonzero(flags).tolist()
+        word_start = docs.word_start
+        group_starts = np.flatnonzero(np.concatenate((word_start[a0:a1], word_start[b0:b1]))).tolist()
+        if not group_starts or group_starts[0] != 0:
+            group_starts.insert(0, 0)  # the first candidate always starts a group
     else:
         group_starts = list(range(n_cand))
     group_starts.append(n_cand)
     budget = min(config.max_predictions_per_seq, max(1, int(round((n_cand + 3) * config.masked_lm_prob))))
     covered = bytearray(len(group_starts) - 1)
-    chosen = choose_ngrams(group_starts, budget, ngram_cdf, rng, covered, stats)
-    tokens = docs.tokens
-
-    def position_and_id(c):
-        return (c + 1, int(tokens[a0 + c])) if c < la else (c + 2, int(tokens[b0 + c - la]))
-
-    result = {}
+    chosen = choose_ngrams(group_starts, budget, cdf, rng, covered, drawn, accepted)
+    rand = rng.random
+    mask_id = tables.mask_id
+    outputs = {}
     for c in chosen:
-        pos, orig = position_and_id(c)
-        if rng.random() < 0.8:
-            result[pos] = tables.mask_id
-        elif rng.random() < 0.5:
-            result[pos] = orig
+        if rand() < 0.8:
+            outputs[c] = mask_id
+        elif rand() < 0.5:
+            outputs[c] = KEEP
         else:
-            result[pos] = int(tables.vocab_ids[rng.randint(0, tables.vocab_size - 1)])
+            outputs[c] = int(tables.vocab_ids[rng.randint(0, tables.vocab_size - 1)])
     if config.do_permutation:
-        selected = sorted(choose_ngrams(group_starts, budget, ngram_cdf, rng, covered))
+        tokens = docs.tokens
+        selected = sorted(choose_ngrams(group_starts, budget, cdf, rng, covered))
         targets = list(selected)
         rng.shuffle(targets)
-        current = {}
-        for c in selected:
-            current[c] = position_and_id(c)[1]
         for src, tgt in zip(selected, targets):
-            result[position_and_id(src)[0]] = current[tgt]
-    positions = sorted(result)
-    return positions, [result[p] for p in positions]
+            outputs[src] = int(tokens[a0 + tgt] if tgt < la else tokens[b0 + tgt - la])
+    order = sorted(outputs)
+    return [c + 1 if c < la else c + 2 for c in order], [outputs[c] for c in order]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -750,9 +761,10 @@ def _varint_rows(matrix):
     n_rows = matrix.shape[0]
     top = int(matrix.max()) if matrix.size else 0
     if top < 0x80:
+        if matrix.size and int(matrix.min()) < 0:
+            raise ValueError("negative values cannot be encoded by this serializer")
         data = matrix.astype(np.uint8)
-        lengths = np.full(n_rows, matrix.shape[1], dtype=np.int64)
-        return data.tobytes(), np.concatenate(([0], np.cumsum(lengths)))
+        return data.tobytes(), np.arange(n_rows + 1, dtype=np.int64) * matrix.shape[1]
     if int(matrix.min()) < 0:
         raise ValueError("negative values cannot be encoded by this serializer")
     width = (top.bit_length() + 6) // 7
@@ -790,27 +802,35 @@ def encode_examples(features):
         if array.shape[0] != n_rows:
             raise ValueError(f"feature {name!r} has {array.shape[0]} rows, expected {n_rows}")
         key = name.encode("utf-8")
-        key_header = b"\x0a" + _varint(len(key)) + key + b"\x12"
         if np.issubdtype(array.dtype, np.floating):
             data = array.astype("<f4").tobytes()
-            step = 4 * array.shape[1]
-            offsets = np.arange(n_rows + 1, dtype=np.int64) * step
+            offsets = np.arange(n_rows + 1, dtype=np.int64) * (4 * array.shape[1])
             kind_tag = b"\x12"  # Feature.float_list
         else:
             data, offsets = _varint_rows(array)
             kind_tag = b"\x1a"  # Feature.int64_list
-        encoded.append((key_header, kind_tag, data, offsets.tolist()))
+        encoded.append((b"\x0a" + _varint(len(key)) + key + b"\x12", kind_tag, data, offsets.tolist(), {}))
     records = []
     for row in range(n_rows or 0):
         parts = []
-        for key_header, kind_tag, data, offsets in encoded:
-            payload = data[offsets[row]:offsets[row + 1]]
-            values = b"\x0a" + _varint(len(payload)) + payload if payload else b""
-            feature = kind_tag + _varint(len(values)) + values
-            entry = key_header + _varint(len(feature)) + feature
-            parts.append(b"\x0a" + _varint(len(entry)) + entry)
-        body = b"".join(parts)
-        records.append(b"\x0a" + _varint(len(body)) + body)
+        body = 0
+        for key_header, kind_tag, data, offsets, prefixes in encoded:
+            lo, hi = offsets[row], offsets[row + 1]
+            size = hi - lo
+            prefix = prefixes.get(size)
+            if prefix is None:
+                # Everything of this feature's map entry before its packed values, for values of `size` bytes.
+                values_header = b"\x0a" + _varint(size) if size else b""
+                feature_len = len(values_header) + size
+                feature_header = kind_tag + _varint(feature_len) + values_header
+                entry_len = len(key_header) + len(_varint(len(feature_header) + size)) + len(feature_header) + size
+                prefix = (b"\x0a" + _varint(entry_len) + key_header + _varint(len(feature_header) + size)
+                          + feature_header)
+                prefixes[size] = prefix
+            parts.append(prefix)
+            parts.append(data[lo:hi])
+            body += len(prefix) + size
+        records.append(b"\x0a" + _varint(body) + b"".join(parts))
     return records
 
 
@@ -827,38 +847,44 @@ def instance_features(docs, instances, masks, config, tables):
       `config.num_prediction_slots`); int64 [N, 1] `next_sentence_labels`. Padding is zero everywhere.
     """
     n_rows, seq_len, slots = len(instances), config.max_seq_length, config.num_prediction_slots
-    ids = np.zeros((n_rows, seq_len), dtype=np.int64)
-    boundary = np.zeros((n_rows, seq_len), dtype=np.int64)
+    spans = np.asarray(instances, dtype=np.int64).reshape(n_rows, 5)
+    a0, a1, b0, b1, label = (spans[:, k:k + 1] for k in range(5))
+    la, lb = a1 - a0, b1 - b0
+    column = np.arange(seq_len, dtype=np.int64)[None, :]
+    in_a = (column >= 1) & (column <= la)
+    in_b = (column >= la + 2) & (column < la + 2 + lb)
+    text = in_a | in_b
+    source = np.where(in_a, a0 + column - 1, np.where(in_b, b0 + column - la - 2, 0))
+    if docs.tokens.size:
+        ids = np.where(text, docs.tokens[source], 0).astype(np.int64)
+        boundary = (text & docs.word_start[source]).astype(np.int64)
+    else:
+        ids = np.zeros((n_rows, seq_len), np.int64)
+        boundary = np.zeros((n_rows, seq_len), np.int64)
+    rows = np.arange(n_rows)
+    sep_a, sep_b = (la + 1)[:, 0], (la + lb + 2)[:, 0]
+    ids[:, 0] = tables.cls_id
+    ids[rows, sep_a] = tables.sep_id
+    ids[rows, sep_b] = tables.sep_id
+    boundary[:, 0] = 1
+    boundary[rows, sep_a] = 1
+    boundary[rows, sep_b] = 1
+    input_mask = (column <= sep_b[:, None]).astype(np.int64)
+    segment_ids = ((column >= la + 2) & (column <= sep_b[:, None])).astype(np.int64)
+
+    counts = np.fromiter((len(m[0]) for m in masks), dtype=np.int64, count=n_rows)
+    mask_rows = np.repeat(rows, counts)
+    mask_slots = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    mask_pos = np.fromiter(itertools.chain.from_iterable(m[0] for m in masks), dtype=np.int64, count=len(mask_rows))
+    mask_out = np.fromiter(itertools.chain.from_iterable(m[1] for m in masks), dtype=np.int64, count=len(mask_rows))
     positions = np.zeros((n_rows, slots), dtype=np.int64)
     labels = np.zeros((n_rows, slots), dtype=np.int64)
     weights = np.zeros((n_rows, slots), dtype=np.float32)
-    a_len = np.empty(n_rows, dtype=np.int64)
-    total = np.empty(n_rows, dtype=np.int64)
-    sentence_order = np.empty((n_rows, 1), dtype=np.int64)
-    tokens, starts = docs.tokens, docs.word_start
-    for n, ((a0, a1, b0, b1, label), (pos, outs)) in enumerate(zip(instances, masks)):
-        la, lb = a1 - a0, b1 - b0
-        row, brow = ids[n], boundary[n]
-        row[0] = tables.cls_id
-        row[1:la + 1] = tokens[a0:a1]
-        row[la + 1] = tables.sep_id
-        row[la + 2:la + 2 + lb] = tokens[b0:b1]
-        row[la + lb + 2] = tables.sep_id
-        brow[1:la + 1] = starts[a0:a1]
-        brow[la + 2:la + 2 + lb] = starts[b0:b1]
-        brow[0] = brow[la + 1] = brow[la + lb + 2] = 1
-        k = len(pos)
-        if k:
-            positions[n, :k] = pos
-            labels[n, :k] = row[pos]
-            weights[n, :k] = 1.0
-            row[pos] = outs
-        a_len[n] = la
-        total[n] = la + lb + 3
-        sentence_order[n, 0] = label
-    column = np.arange(seq_len)[None, :]
-    input_mask = (column < total[:, None]).astype(np.int64)
-    segment_ids = ((column >= (a_len + 2)[:, None]) & (column < total[:, None])).astype(np.int64)
+    original = ids[mask_rows, mask_pos]
+    positions[mask_rows, mask_slots] = mask_pos
+    labels[mask_rows, mask_slots] = original
+    weights[mask_rows, mask_slots] = 1.0
+    ids[mask_rows, mask_pos] = np.where(mask_out == KEEP, original, mask_out)
     return {
         "input_ids": ids,
         "input_mask": input_mask,
@@ -867,7 +893,7 @@ def instance_features(docs, instances, masks, config, tables):
         "masked_lm_positions": positions,
         "masked_lm_ids": labels,
         "masked_lm_weights": weights,
-        "next_sentence_labels": sentence_order,
+        "next_sentence_labels": label.copy(),
     }
 
 
@@ -915,14 +941,14 @@ def shard_records(shard, config, tables, stats=None):
     stats.documents += len(docs.bounds)
     stats.skipped_documents += docs.skipped
     stats.sentences += sum(len(b) - 1 for b in docs.bounds)
-    stats.tokens += int(docs.tokens.size)
+    stats.tokens += sum(b[-1] - b[0] for b in docs.bounds)
     n_docs = len(docs.bounds)
     if not n_docs:
         return
     key = (config.random_seed, shard.file_index, shard.shard_in_file)
     order = np.random.default_rng(derive_seed(*key, _STREAM_ORDER)).permutation(config.dupe_factor * n_docs)
     buffer = _ShuffleBuffer(SHUFFLE_BUFFER_RECORDS, random.Random(derive_seed(*key, _STREAM_BUFFER)))
-    cdf = _ngram_cdf(config)
+    cdf = ngram_cdf(config.ngram, config.favor_shorter_ngram)
     pending, pending_masks = [], []
 
     def flush():
@@ -931,17 +957,17 @@ def shard_records(shard, config, tables, stats=None):
         stats.instance_tokens += int(features["input_mask"].sum())
         stats.sentence_order_positive += int(features["next_sentence_labels"].sum())
         stats.masked_positions += int(features["masked_lm_weights"].sum())
-        records = encode_examples(features)
         pending.clear()
         pending_masks.clear()
-        return records
+        return encode_examples(features)
 
     for pair in order.tolist():
         dupe, doc = divmod(pair, n_docs)
         rng = random.Random(derive_seed(*key, _STREAM_DOCUMENT, doc, dupe))
         for instance in document_instances(docs, doc, config, rng):
             pending.append(instance)
-            pending_masks.append(mask_instance(docs, instance, config, tables, rng, cdf, stats))
+            pending_masks.append(mask_instance(docs, instance, config, tables, rng, cdf, stats.ngram_drawn,
+                                               stats.ngram_accepted))
         if len(pending) >= _ENCODE_BATCH:
             for record in flush():
                 evicted = buffer.push(record)
@@ -1051,6 +1077,7 @@ def _worker_init(tokenizer_args, config, temp_dir):
         _WORKER["tokenizer_args"] = tokenizer_args
     _WORKER["config"] = config
     _WORKER["temp_dir"] = temp_dir
+    _WORKER["tables"].num_threads = 1  # one process per core already
 
 
 def _worker_run(shard):

@@ -171,11 +171,14 @@ def normalize_utf8(text, form):
         return tf_text.normalize_utf8(text, form)
     protected = _ranges_class(exceptions)
 
-    def split_and_normalize():
-        pieces = tf_text.regex_split(text, protected, protected)
+    def normalize_pieces(nul_free):
+        pieces = tf_text.regex_split(nul_free, protected, protected)  # (this op would stop at a NUL)
         flat = pieces.flat_values
         flat = tf.where(tf.strings.regex_full_match(flat, protected), flat, tf_text.normalize_utf8(flat, form))
         return tf.strings.reduce_join(pieces.with_flat_values(flat), axis=-1)
+
+    def split_and_normalize():
+        return map_nul_free_parts(normalize_pieces, text)
 
     has_exception = tf.reduce_any(tf.strings.regex_full_match(text, "(?s).*" + protected + ".*"))
     return tf.cond(has_exception, split_and_normalize, lambda: tf_text.normalize_utf8(text, form))
@@ -223,17 +226,26 @@ def drop_invalid_utf8(text):
     return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
 
 
+def map_nul_free_parts(fn, text):
+    """Applies `fn` (1-D string tensor -> same shape) to the NUL-free stretches of each string in a [batch] tensor.
+
+    Some string ops (ICU lowercasing, `regex_split`) treat NUL as the end of the string; NUL is an ordinary
+    character to Python. The NULs are put back as string data (a string attribute such as `reduce_join`'s
+    separator would be cut at a NUL too).
+    """
+    parts = tf.strings.split(text, sep="\x00")
+    mapped = fn(parts.flat_values)
+    lengths = parts.row_lengths()
+    is_last = tf.ragged.range(lengths) == tf.expand_dims(lengths - 1, -1)
+    mapped = tf.strings.join([mapped, tf.where(is_last.flat_values, "", "\x00")])
+    return tf.strings.reduce_join(parts.with_flat_values(mapped), axis=-1)
+
+
 def lower_utf8(text):
     """`str.lower` in the graph (full Unicode case mapping, final sigma included); NUL characters are kept."""
     has_sigma = tf.reduce_any(tf.strings.regex_full_match(text, "(?s).*\u03a3.*"))
     text = tf.cond(has_sigma, lambda: _resolve_capital_sigma(text), lambda: tf.identity(text))
-    # The ICU op stops at the first NUL, so lower the NUL-free parts and put the NULs back (as string data:
-    # string attributes such as reduce_join's separator are cut at a NUL as well).
-    parts = tf.strings.split(text, sep="\x00")
-    lowered = tf.strings.lower(parts.flat_values, encoding="utf-8")
-    is_last = tf.ragged.range(parts.row_lengths()) == tf.expand_dims(parts.row_lengths() - 1, -1)
-    lowered = tf.strings.join([lowered, tf.where(is_last.flat_values, "", "\x00")])
-    text = tf.strings.reduce_join(parts.with_flat_values(lowered), axis=-1)
+    text = map_nul_free_parts(lambda parts: tf.strings.lower(parts, encoding="utf-8"), text)
     for char, low in _lowercase_patches():
         text = tf.strings.regex_replace(text, f"\\x{{{ord(char):x}}}", low)
     return text
@@ -424,7 +436,15 @@ class AlbertTextPreprocessor(keras.layers.Layer):
                     raise TokenizerError(f"cannot read SentencePiece model {self.spm_model_file!r}: {err}") from None
                 resources["cls_id"] = sp_model.piece_to_id("[CLS]")
                 resources["sep_id"] = sp_model.piece_to_id("[SEP]")
-                resources["sentencepiece"] = tf_text.SentencepieceTokenizer(model=contents, out_type=tf.string)
+                # FastSentencepieceTokenizer resolves ties between equal-score segmentations as the Python
+                # sentencepiece package does (SentencepieceTokenizer's bundled library does not, e.g. "eee").
+                resources["sentencepiece"] = tf_text.FastSentencepieceTokenizer(contents)
+                pieces = [sp_model.id_to_piece(i) for i in range(sp_model.get_piece_size())]
+                resources["pieces"] = tf.constant(pieces, tf.string)
+                resources["piece_table"] = tf.lookup.StaticHashTable(
+                    tf.lookup.KeyValueTensorInitializer(tf.constant(pieces, tf.string),
+                                                        tf.range(len(pieces), dtype=tf.int64)),
+                    default_value=sp_model.unk_id())
             else:
                 vocab = wordpiece.parse_vocab(contents, self.vocab_file)
                 for special in ("[CLS]", "[SEP]", wordpiece.UNK_TOKEN):
@@ -451,6 +471,8 @@ class AlbertTextPreprocessor(keras.layers.Layer):
                 _sigma_context_ranges()
         # Attributes (not a dict) so that Keras/TensorFlow tracking saves the resources with the layer.
         self._sp_tokenizer = resources.get("sentencepiece")
+        self._sp_pieces = resources.get("pieces")
+        self._piece_table = resources.get("piece_table")
         self._vocab_table = resources.get("table")
         self._wp_tokenizer = resources.get("wordpiece")
         self.tokenizer_asset = tf.saved_model.Asset(self._asset_path())
@@ -505,14 +527,17 @@ class AlbertTextPreprocessor(keras.layers.Layer):
         """Token ids of each text (ragged [batch, (tokens)] int32), as `FullTokenizer.convert_tokens_to_ids`."""
         tokens = self.tokenize(texts)
         if self.is_sentencepiece:
-            ids = tf.ragged.map_flat_values(self._sp_tokenizer.string_to_id, tokens)
+            ids = tf.ragged.map_flat_values(self._piece_table.lookup, tokens)
         else:
             ids = tf.ragged.map_flat_values(self._vocab_table.lookup, tokens)
         return tf.cast(ids, tf.int32)
 
     def _sentencepiece_pieces(self, texts):
-        sp = self._sp_tokenizer
-        pieces = sp.tokenize(preprocess_text_graph(texts, lower=self.do_lower_case))
+        def sp_pieces(text):
+            ids = self._sp_tokenizer.tokenize(text).with_row_splits_dtype(tf.int64)
+            return ids.with_flat_values(tf.gather(self._sp_pieces, ids.flat_values))
+
+        pieces = sp_pieces(preprocess_text_graph(texts, lower=self.do_lower_case))
         flat = pieces.flat_values
         # Digit-comma rule: "▁1,000," -> pieces of "1,000" (no "▁" kept if the piece had none) + ",".
         matched = tf.strings.regex_full_match(flat, "(?s).*" + char_class("python_digit") + ",")
@@ -520,7 +545,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
         hit_lengths = tf.strings.length(hits)
         body = tf.strings.substr(hits, tf.zeros_like(hit_lengths), hit_lengths - 1)
         body = tf.strings.regex_replace(body, SPIECE_UNDERLINE, "")
-        sub = sp.tokenize(body)
+        sub = sp_pieces(body)
         had_prefix = tf.strings.regex_full_match(hits, SPIECE_UNDERLINE + "(?s).*")
         values = sub.values
         first = tf.ragged.range(sub.row_lengths()).flat_values == 0

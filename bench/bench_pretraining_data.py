@@ -237,31 +237,95 @@ class OriginalAlgorithm:
 # One measurement, in a child process
 
 
+def _proc_kb(pid, field, name="status"):
+    try:
+        with open(f"/proc/{pid}/{name}") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _descendants(pid):
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+                out.extend(kids)
+                todo.extend(kids)
+        except OSError:
+            pass
+    return out
+
+
+class TreeMemorySampler:
+    """Samples the proportional set size (PSS, shared pages split between sharers) of this process and its
+    descendants every 50 ms; `peak_mb` is the largest total seen. Linux /proc only (0 elsewhere)."""
+
+    def __init__(self):
+        import threading  # pylint: disable=import-outside-toplevel
+
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self):
+        pids = [os.getpid()] + _descendants(os.getpid())
+        total = sum(_proc_kb(p, "Pss:", "smaps_rollup") for p in pids)
+        self.peak_kb = max(self.peak_kb, total)
+
+    def _run(self):
+        while not self._stop.wait(0.05):
+            self._sample()
+
+    def __enter__(self):
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    @property
+    def peak_mb(self):
+        return self.peak_kb / 1024
+
+
 def _child(spec):
     import tensorflow as tf  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+
+    from albert_tf import pretraining_data  # pylint: disable=import-outside-toplevel
 
     files = sorted(glob.glob(os.path.join(spec["corpus"], "*.txt")))
     text_bytes = sum(os.path.getsize(f) for f in files)
     out = os.path.join(spec["out_dir"], f"{spec['name']}.tfrecord")
+    rss_before_mb = _proc_kb("self", "VmRSS:") / 1024
     if spec["impl"] == "baseline":
         algo = OriginalAlgorithm(SPM_MODEL, spec["max_seq_length"], dupe_factor=1)
-        start = time.perf_counter()
-        counts = algo.run(files, out)
-        elapsed = time.perf_counter() - start
+        with TreeMemorySampler() as memory:
+            start = time.perf_counter()
+            counts = algo.run(files, out)
+            elapsed = time.perf_counter() - start
         result = {"instances": counts["instances"], "label1": counts["label1"], "masked": counts["masked"],
                   "tokens": counts["tokens"]}
     else:
-        from albert_tf import pretraining_data  # pylint: disable=import-outside-toplevel
-
         config = pretraining_data.PretrainingConfig(max_seq_length=spec["max_seq_length"], dupe_factor=1)
-        start = time.perf_counter()
-        stats = pretraining_data.create_pretraining_data(files, [out], spm_model_file=SPM_MODEL, config=config,
-                                                         num_workers=spec["workers"])
-        elapsed = time.perf_counter() - start
+        with TreeMemorySampler() as memory:
+            start = time.perf_counter()
+            stats = pretraining_data.create_pretraining_data(files, [out], spm_model_file=SPM_MODEL, config=config,
+                                                             num_workers=spec["workers"])
+            elapsed = time.perf_counter() - start
         result = {"instances": stats.instances, "label1": stats.sentence_order_positive,
                   "masked": stats.masked_positions, "tokens": stats.instance_tokens}
     os.remove(out)
-    result.update(elapsed=elapsed, text_bytes=text_bytes,
+    result.update(elapsed=elapsed, text_bytes=text_bytes, rss_before_mb=rss_before_mb, tree_pss_mb=memory.peak_mb,
                   rss_self_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   rss_children_mb=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
     print("RESULT " + json.dumps(result))
@@ -298,8 +362,12 @@ def main():
             prepare_corpus.prepare(GUTENBERG, corpus, bytes_per_book=0)
         size = sum(os.path.getsize(f) for f in glob.glob(os.path.join(corpus, "*.txt")))
         print(f"corpus: {corpus} ({size / 1e6:.2f} MB); dupe_factor 1; cpus: {os.cpu_count()}")
-        header = (f"{'implementation':<28}{'seq':>5}{'instances':>10}{'time s':>9}{'inst/s':>9}{'MB/s':>7}"
-                  f"{'rss MB':>8}{'workers rss MB':>16}{'label1':>8}{'masked':>8}")
+        print("memory: 'rss+' = peak RSS of the measuring process minus its RSS before the run (after imports);"
+              " 'maxrss' / 'child maxrss' = getrusage(RUSAGE_SELF / RUSAGE_CHILDREN).ru_maxrss (RUSAGE_CHILDREN "
+              "includes a helper TensorFlow forks at import, ~470 MB); 'tree PSS' = sampled peak PSS of the process "
+              "and its workers")
+        header = (f"{'implementation':<28}{'seq':>5}{'instances':>10}{'time s':>8}{'inst/s':>8}{'MB/s':>7}"
+                  f"{'rss+ MB':>9}{'maxrss':>8}{'child maxrss':>13}{'tree PSS':>10}{'label1':>8}{'masked':>8}")
         print(header)
         print("-" * len(header))
         for length in [int(x) for x in args.lengths.split(",")]:
@@ -314,9 +382,10 @@ def main():
                      "out_dir": tmp, "name": f"ours{length}-{workers}"})))
             for name, r in rows:
                 n = max(r["instances"], 1)
-                print(f"{name:<28}{length:>5}{r['instances']:>10}{r['elapsed']:>9.2f}"
-                      f"{r['instances'] / r['elapsed']:>9.0f}{r['text_bytes'] / r['elapsed'] / 1e6:>7.2f}"
-                      f"{r['rss_self_mb']:>8.0f}{r['rss_children_mb']:>16.0f}{r['label1'] / n:>8.3f}"
+                print(f"{name:<28}{length:>5}{r['instances']:>10}{r['elapsed']:>8.2f}"
+                      f"{r['instances'] / r['elapsed']:>8.0f}{r['text_bytes'] / r['elapsed'] / 1e6:>7.2f}"
+                      f"{r['rss_self_mb'] - r['rss_before_mb']:>9.0f}{r['rss_self_mb']:>8.0f}"
+                      f"{r['rss_children_mb']:>13.0f}{r['tree_pss_mb']:>10.0f}{r['label1'] / n:>8.3f}"
                       f"{r['masked'] / n:>8.2f}")
             if not args.skip_baseline:
                 base = rows[0][1]["elapsed"]

@@ -39,15 +39,14 @@ def grouped():
     return _load_reference("groups2_inner2")
 
 
+def _array(value):
+    return np.asarray(value.numpy() if hasattr(value, "numpy") else value).astype(np.float32)
+
+
 def _np(outputs):
     """Outputs as float32 numpy arrays; `encoder_outputs` stacked to [L, B, T, H]."""
-    arrays = {}
-    for key, value in outputs.items():
-        if key == "encoder_outputs":
-            arrays[key] = np.stack([np.asarray(keras.ops.convert_to_numpy(v), np.float32) for v in value])
-        else:
-            arrays[key] = np.asarray(keras.ops.convert_to_numpy(value), np.float32)
-    return arrays
+    return {key: np.stack([_array(v) for v in value]) if key == "encoder_outputs" else _array(value)
+            for key, value in outputs.items()}
 
 
 def _inputs(batch=2, seq=7, vocab=50, positions=3, seed=0):
@@ -111,14 +110,10 @@ def test_weights_equal_hugging_face_tensors(name):
             for part, dense in (("key", attention._key_dense), ("query", attention._query_dense),
                                 ("value", attention._value_dense)):
                 np.testing.assert_array_equal(dense.bias.numpy().reshape(-1), tensors[prefix + part + ".bias"])
-                np.testing.assert_array_equal(dense.kernel.numpy().reshape(config_hidden(model), -1),
+                np.testing.assert_array_equal(dense.kernel.numpy().reshape(model.config.hidden_size, -1),
                                               tensors[prefix + part + ".weight"].T)
     np.testing.assert_array_equal(model.albert.embeddings.word_embeddings.embeddings.numpy(),
                                   tensors["albert.embeddings.word_embeddings.weight"])
-
-
-def config_hidden(model):
-    return model.config.hidden_size
 
 
 def test_key_bias_is_invisible_in_outputs(grouped):
@@ -192,7 +187,7 @@ def _layer_round_trip(layer, call):
         assert clone.get_config() == config
         actual = call(clone)
         for a, b in zip(tf.nest.flatten(actual), tf.nest.flatten(expected)):
-            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+            np.testing.assert_array_equal(_array(a), _array(b))
     return clone
 
 
@@ -285,7 +280,7 @@ def test_dropout_only_when_training(grouped):
 def test_attention_dropout_rate_is_separate():
     config = _small_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.3)
     model = _built(AlbertModel, config)
-    for group in model.albert.encoder.groups if hasattr(model, "albert") else model.encoder.groups:
+    for group in model.encoder.groups:
         for block in group:
             assert block._self_attention_layer._dropout_layer.rate == 0.3  # pylint: disable=protected-access
             assert block.dropout == 0.0
@@ -306,25 +301,24 @@ def test_tf_function_and_xla_give_the_same_outputs(grouped):
         np.testing.assert_allclose(xla[key], reference[key], rtol=0, atol=ATOL, err_msg=f"XLA vs reference {key}")
 
 
-def test_xla_training_step_with_dropout():
-    """A compiled training step (dropout on, gradients through the shared blocks) runs and is finite."""
-    config = _small_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, num_hidden_groups=2)
+@pytest.mark.slow
+def test_xla_gradients_with_dropout():
+    """A compiled training-mode pass (dropout on, gradients through the shared blocks) runs and is finite."""
+    config = _small_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
     model = _built(AlbertForPretraining, config)
-    optimizer = keras.optimizers.Adam(1e-3)
     inputs = _inputs()
 
     @tf.function(jit_compile=True)
-    def step(x):
+    def gradients(x):
         with tf.GradientTape() as tape:
             out = model(x, training=True)
             loss = tf.reduce_mean(tf.square(out["mlm_logits"])) + tf.reduce_mean(tf.square(out["sop_logits"]))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss, grads
+        return loss, tape.gradient(loss, model.trainable_variables)
 
-    loss, grads = step(inputs)
+    loss, grads = gradients(inputs)
     assert np.isfinite(loss.numpy())
-    assert all(g is not None and np.isfinite(g.numpy()).all() for g in grads)
+    assert len(grads) == len(model.trainable_variables)
+    assert all(g is not None and np.isfinite(tf.convert_to_tensor(g).numpy()).all() for g in grads)
 
 
 def test_missing_mask_and_segments_default_to_ones_and_zeros():
@@ -390,7 +384,7 @@ def test_mixed_precision(policy, grouped):
                  model.albert.embeddings.layer_norm):
         if norm is model.albert.embeddings.layer_norm:
             x = x[..., :config.embedding_size]
-        normed = np.asarray(norm(keras.ops.cast(x, compute)), np.float32)
+        normed = _array(norm(keras.ops.cast(x, compute)))
         gamma, beta = norm.gamma.numpy(), norm.beta.numpy()
         exact = (x - x.mean(-1, keepdims=True)) / x.std(-1, keepdims=True) * gamma + beta
         assert np.isfinite(normed).all()
@@ -403,9 +397,7 @@ def test_mixed_precision(policy, grouped):
         assert np.isfinite(out[key]).all(), key
         scale = max(1.0, np.abs(expected[key]).max())
         assert np.abs(out[key] - expected[key]).max() <= tolerance * scale, key
-    # Also compiled, and with dropout (the explicit-softmax attention path).
-    xla = _np(tf.function(lambda x: model(x, training=False), jit_compile=True)(inputs))
-    assert np.abs(xla["mlm_logits"] - expected["mlm_logits"]).max() <= tolerance * np.abs(expected["mlm_logits"]).max()
+    # With dropout configured (the attention then takes the explicit-softmax path).
     v1 = AlbertConfig.from_dict({**config.to_dict(), "hidden_dropout_prob": 0.1,
                                  "attention_probs_dropout_prob": 0.1})
     dropout_model = AlbertForPretraining(v1)

@@ -1,0 +1,255 @@
+"""`python -m albert_tf.convert`: conversions between formats, config handling, overwrite protection, errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import app
+from safetensors.numpy import load_file
+
+from albert_tf import convert
+from albert_tf.checkpoints import CheckpointError, load_checkpoint, model_arrays, save_checkpoint
+from albert_tf.checkpoints.original import write_tf1
+from albert_tf.config import AlbertConfig
+from albert_tf.modeling import AlbertForPretraining, AlbertModel, dummy_inputs
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REFERENCE = os.path.join(REPO_ROOT, "tests", "fixtures", "reference")
+
+
+def _config(**overrides):
+    values = dict(vocab_size=60, embedding_size=8, hidden_size=16, num_hidden_layers=4, num_hidden_groups=2,
+                  num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+    values.update(overrides)
+    return AlbertConfig(**values)
+
+
+def _random_model(config, cls=AlbertForPretraining, seed=0):
+    model = cls(config)
+    model(dummy_inputs(num_predictions=1 if cls is AlbertForPretraining else None), training=False)
+    rng = np.random.RandomState(seed)
+    for variable in model.weights:
+        value = rng.normal(0.0, 0.3, tuple(variable.shape))
+        if variable.path.endswith("gamma"):
+            value += 1.0
+        variable.assign(value.astype(np.float32))
+    return model
+
+
+def _tf1_arrays(prefix):
+    reader = tf.train.load_checkpoint(prefix)
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def _run(*args):
+    convert.run(["convert", *args])
+
+
+@pytest.fixture()
+def original_checkpoint(tmp_path):
+    """A random pretraining model saved in the original format, with albert_config.json beside it."""
+    config = _config()
+    model = _random_model(config)
+    directory = tmp_path / "albert_orig"
+    directory.mkdir()
+    prefix = str(directory / "model.ckpt-best")
+    save_checkpoint(model, prefix, "original")
+    config.to_json_file(str(directory / "albert_config.json"))
+    return config, model, prefix
+
+
+def test_tf1_to_hf_to_tf1_is_identical(original_checkpoint, tmp_path):
+    config, _, prefix = original_checkpoint
+    config_file = os.path.join(os.path.dirname(prefix), "albert_config.json")
+    hf_dir = str(tmp_path / "hf")
+    _run(f"--input_checkpoint={prefix}", f"--albert_config_file={config_file}", "--output_format=huggingface",
+         f"--output_path={hf_dir}")
+    assert sorted(os.listdir(hf_dir)) == ["albert_config.json", "config.json", "model.safetensors"]
+    assert AlbertConfig.from_json_file(os.path.join(hf_dir, "albert_config.json")) == config
+    assert AlbertConfig.from_json_file(os.path.join(hf_dir, "config.json")) == config  # HF spelling
+    tensors = load_file(os.path.join(hf_dir, "model.safetensors"))
+    assert "sop_classifier.classifier.weight" in tensors and "predictions.dense.weight" in tensors
+
+    # Back, with the config taken from the Hugging Face directory itself.
+    back = str(tmp_path / "back" / "model.ckpt")
+    _run(f"--input_checkpoint={hf_dir}", "--output_format=original", f"--output_path={back}")
+    before, after = _tf1_arrays(prefix), _tf1_arrays(back)
+    assert sorted(before) == sorted(after)
+    for name, value in before.items():
+        assert after[name].dtype == value.dtype, name
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
+    assert AlbertConfig.from_json_file(str(tmp_path / "back" / "albert_config.json")) == config
+
+
+def test_config_found_beside_the_input_and_native_output(original_checkpoint, tmp_path):
+    config, model, prefix = original_checkpoint
+    out = str(tmp_path / "native" / "ckpt")
+    _run(f"--input_checkpoint={prefix}", "--output_format=native", f"--output_path={out}")
+    assert AlbertConfig.from_json_file(str(tmp_path / "native" / "albert_config.json")) == config
+    fresh = _random_model(config, seed=3)
+    result = load_checkpoint(fresh, out)
+    assert result.format == "native" and not result.missing
+    before, after = model_arrays(model), model_arrays(fresh)
+    for name in before:
+        np.testing.assert_array_equal(after[name], before[name], err_msg=name)
+    # native -> original, the config from the albert_config.json written beside the native checkpoint.
+    again = str(tmp_path / "again" / "model.ckpt")
+    _run(f"--input_checkpoint={out}", "--output_format=original", f"--output_path={again}")
+    assert _tf1_arrays(again).keys() == _tf1_arrays(prefix).keys()
+
+
+def test_reference_fixture_to_original(tmp_path):
+    """A real Hugging Face ALBERT directory converts and still gives the reference numbers."""
+    directory = os.path.join(REFERENCE, "exact_gelu")
+    out = str(tmp_path / "orig" / "model.ckpt")
+    _run(f"--input_checkpoint={directory}", "--output_format=original", f"--output_path={out}")
+    config = AlbertConfig.from_json_file(str(tmp_path / "orig" / "albert_config.json"))
+    assert config.hidden_act == "gelu_exact"
+    model = AlbertForPretraining(config)
+    load_checkpoint(model, out)
+    reference = dict(np.load(os.path.join(directory, "reference.npz")))
+    out = model({k: reference[k] for k in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")})
+    for key in ("sequence_output", "mlm_logits", "sop_logits"):
+        np.testing.assert_allclose(out[key].numpy(), reference[key], atol=1e-5, err_msg=key)
+
+
+def test_encoder_only_input_writes_encoder_only(tmp_path):
+    config = _config()
+    encoder = _random_model(config, cls=AlbertModel)
+    prefix = str(tmp_path / "enc" / "model.ckpt")
+    save_checkpoint(encoder, prefix, "original")
+    config.to_json_file(str(tmp_path / "enc" / "albert_config.json"))
+    hf_dir = str(tmp_path / "hf")
+    _run(f"--input_checkpoint={prefix}", "--output_format=huggingface", f"--output_path={hf_dir}")
+    tensors = load_file(os.path.join(hf_dir, "model.safetensors"))
+    assert not [k for k in tensors if not k.startswith("albert.")]  # no random heads written
+    native_out = str(tmp_path / "native")
+    _run(f"--input_checkpoint={prefix}", "--output_format=native", f"--output_path={native_out}")
+    result = load_checkpoint(AlbertModel(config), native_out)
+    assert not result.missing and not result.unused
+    assert not [n for n, _ in tf.train.list_variables(native_out) if "masked_lm" in n]
+
+
+def test_keras_hub_preset_input(tmp_path):
+    import keras_hub
+
+    backbone = keras_hub.models.AlbertBackbone(vocabulary_size=60, num_layers=2, num_heads=2, embedding_dim=8,
+                                               hidden_dim=16, intermediate_dim=32, max_sequence_length=16)
+    preset = str(tmp_path / "preset")
+    backbone.save_to_preset(preset)
+    out = str(tmp_path / "hf")
+    _run(f"--input_checkpoint={preset}", "--output_format=huggingface", f"--output_path={out}")
+    config = AlbertConfig.from_json_file(os.path.join(out, "albert_config.json"))
+    assert (config.vocab_size, config.hidden_size, config.num_hidden_layers) == (60, 16, 2)
+    tensors = load_file(os.path.join(out, "model.safetensors"))
+    np.testing.assert_array_equal(tensors["albert.embeddings.word_embeddings.weight"],
+                                  backbone.token_embedding.embeddings.numpy())
+
+
+def test_init_from_group0(tmp_path):
+    one = _config(num_hidden_groups=1)
+    prefix = str(tmp_path / "one" / "model.ckpt")
+    save_checkpoint(_random_model(one), prefix, "original")
+    two_file = str(tmp_path / "two_groups.json")
+    _config(num_hidden_groups=2).to_json_file(two_file)
+    out = str(tmp_path / "two" / "model.ckpt")
+    with pytest.raises(app.UsageError, match="group_1"):
+        _run(f"--input_checkpoint={prefix}", f"--albert_config_file={two_file}", "--output_format=original",
+             f"--output_path={out}")
+    _run(f"--input_checkpoint={prefix}", f"--albert_config_file={two_file}", "--output_format=original",
+         f"--output_path={out}", "--init_from_group0")
+    arrays = _tf1_arrays(out)
+    group1 = [n for n in arrays if "/group_1/" in n]
+    assert len(group1) == 16
+    for name in group1:
+        np.testing.assert_array_equal(arrays[name], arrays[name.replace("/group_1/", "/group_0/")])
+
+
+def test_refuses_to_overwrite(original_checkpoint, tmp_path):
+    _, _, prefix = original_checkpoint
+    out = str(tmp_path / "hf")
+    args = [f"--input_checkpoint={prefix}", "--output_format=huggingface", f"--output_path={out}"]
+    _run(*args)
+    stamp = os.path.getmtime(os.path.join(out, "model.safetensors"))
+    with pytest.raises(app.UsageError, match="--overwrite"):
+        _run(*args)
+    assert os.path.getmtime(os.path.join(out, "model.safetensors")) == stamp
+    _run(*args, "--overwrite")
+    # Same for a checkpoint prefix, and for a directory given as the output of the original format.
+    out_dir = tmp_path / "orig_dir"
+    out_dir.mkdir()
+    args = [f"--input_checkpoint={prefix}", "--output_format=original", f"--output_path={out_dir}"]
+    _run(*args)
+    assert os.path.exists(out_dir / "model.ckpt.index") and os.path.exists(out_dir / "albert_config.json")
+    with pytest.raises(app.UsageError, match="model.ckpt.index"):
+        _run(*args)
+    _run(*args, "--overwrite")
+
+
+def test_refuses_a_different_config_beside_the_output(original_checkpoint, tmp_path):
+    _, _, prefix = original_checkpoint
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    _config(intermediate_size=48).to_json_file(str(out_dir / "albert_config.json"))
+    with pytest.raises(app.UsageError, match="albert_config.json"):
+        _run(f"--input_checkpoint={prefix}", "--output_format=original", f"--output_path={out_dir / 'new.ckpt'}")
+
+
+def test_usage_errors_name_the_flag(original_checkpoint, tmp_path):
+    _, _, prefix = original_checkpoint
+    out = str(tmp_path / "out")
+    with pytest.raises(app.UsageError, match="--input_checkpoint"):
+        _run("--output_format=original", f"--output_path={out}")
+    with pytest.raises(app.UsageError, match="--output_path"):
+        _run(f"--input_checkpoint={prefix}", "--output_format=original")
+    with pytest.raises(app.UsageError, match="--output_format"):
+        _run(f"--input_checkpoint={prefix}", f"--output_path={out}")
+    with pytest.raises(Exception, match="output_format"):  # absl rejects values outside the enum
+        _run(f"--input_checkpoint={prefix}", "--output_format=onnx", f"--output_path={out}")
+    with pytest.raises(app.UsageError, match="--albert_config_file.*nope.json"):
+        _run(f"--input_checkpoint={prefix}", f"--albert_config_file={tmp_path / 'nope.json'}",
+             "--output_format=original", f"--output_path={out}")
+    # A TF1 checkpoint with no config anywhere: --albert_config_file is required.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    save_checkpoint(_random_model(_config(num_hidden_groups=1)), str(bare / "model.ckpt"), "original")
+    with pytest.raises(app.UsageError, match="--albert_config_file is required"):
+        _run(f"--input_checkpoint={bare / 'model.ckpt'}", "--output_format=original", f"--output_path={out}")
+    # A missing input names the path.
+    with pytest.raises((app.UsageError, CheckpointError), match="missing_ckpt"):
+        _run(f"--input_checkpoint={tmp_path / 'missing_ckpt'}",
+             f"--albert_config_file={os.path.join(os.path.dirname(prefix), 'albert_config.json')}",
+             "--output_format=original", f"--output_path={out}")
+    with pytest.raises((app.UsageError, CheckpointError), match="missing_ckpt"):
+        _run(f"--input_checkpoint={tmp_path / 'missing_ckpt'}", "--output_format=original", f"--output_path={out}")
+    # A config that does not fit the checkpoint names the variable.
+    wrong = str(tmp_path / "wrong.json")
+    _config(intermediate_size=48).to_json_file(wrong)
+    with pytest.raises(app.UsageError, match="ffn_1/intermediate/dense/kernel"):
+        _run(f"--input_checkpoint={prefix}", f"--albert_config_file={wrong}", "--output_format=original",
+             f"--output_path={out}")
+    assert not os.path.exists(out + ".index")
+    with pytest.raises(app.UsageError, match="unexpected arguments"):
+        _run(f"--input_checkpoint={prefix}", "--output_format=original", f"--output_path={out}", "extra")
+
+
+@pytest.mark.slow
+def test_command_line(original_checkpoint, tmp_path):
+    """The module runs as a script; a failure exits non-zero with the message on stderr."""
+    config, _, prefix = original_checkpoint
+    out = str(tmp_path / "hf")
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    command = [sys.executable, "-m", "albert_tf.convert", f"--input_checkpoint={prefix}",
+               "--output_format=huggingface", f"--output_path={out}"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+        assert AlbertConfig.from_hf_dict(json.load(f)) == config
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode != 0
+    assert "--overwrite" in again.stderr + again.stdout
