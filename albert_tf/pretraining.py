@@ -10,7 +10,6 @@ device with the same global batch; on one device this is exactly the original's 
 import dataclasses
 import logging
 import os
-import time
 
 import keras
 import tensorflow as tf
@@ -187,41 +186,24 @@ def run_pretraining(params):
         optimizer = optimization.create_optimizer(
             params.optimizer, params.learning_rate, params.num_train_steps, params.num_warmup_steps,
             params.start_warmup_step, params.poly_power)
-        model.compile(optimizer=optimizer, jit_compile=params.jit_compile,
-                      steps_per_execution=1)
+        model.compile(optimizer=optimizer, jit_compile=params.jit_compile)
         model.optimizer.build(model.trainable_variables)
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-        manager = tf.train.CheckpointManager(checkpoint, write_dir, max_to_keep=params.keep_checkpoint_max)
-        if manager.latest_checkpoint:
-            checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-            logging.info("Resumed from %s at step %d", manager.latest_checkpoint, int(optimizer.iterations))
-        elif params.init_checkpoint:
-            result = checkpoints.load_checkpoint(model, params.init_checkpoint,
-                                                 init_from_group0=params.init_from_group0)
-            logging.info("Initialised from %s", result)
-    done = int(model.optimizer.iterations.numpy())
+
+        def initialize():
+            if params.init_checkpoint:
+                logging.info("Initialised from %s", checkpoints.load_checkpoint(
+                    model, params.init_checkpoint, init_from_group0=params.init_from_group0))
+
+        manager, done = training.restore_or_initialize(model, write_dir, params.keep_checkpoint_max, initialize)
 
     outcome = {"output_dir": params.output_dir, "step": done}
     if params.do_train and done < params.num_train_steps:
-        steps_per_epoch, epochs, initial_epoch, per_execution = training.plan_steps(
-            params.num_train_steps, params.save_checkpoints_steps, params.iterations_per_loop, done)
-        model.steps_per_execution = per_execution
-        model.make_train_function(force=True)
         train_ds, _ = _datasets(params, strategy, done)
-        callbacks = [
-            training.StopOnNonFiniteLoss(),
-            training.CheckpointCallback(manager, params.save_checkpoints_steps, params.num_train_steps),
-            training.StopAtStep(params.num_train_steps),
-            training.StepLogger(params.num_train_steps, params.log_every),
-            keras.callbacks.TensorBoard(os.path.join(write_dir, "train"), update_freq=per_execution),
-        ]
-        start = time.time()
-        model.fit(train_ds, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
-                  callbacks=callbacks, verbose=2 if params.log_every else 0)
-        steps = int(model.optimizer.iterations.numpy()) - done
-        outcome["train_seconds"] = time.time() - start
-        outcome["train_examples_per_second"] = steps * params.train_batch_size / max(outcome["train_seconds"],
-                                                                                      1e-9)
+        steps, seconds = training.fit_to_step(
+            model, train_ds, manager, params.num_train_steps, params.save_checkpoints_steps,
+            params.iterations_per_loop, log_dir=os.path.join(write_dir, "train"), log_every=params.log_every)
+        outcome["train_seconds"] = seconds
+        outcome["train_examples_per_second"] = steps * params.train_batch_size / max(seconds, 1e-9)
         done = int(model.optimizer.iterations.numpy())
         outcome["step"] = done
 

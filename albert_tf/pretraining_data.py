@@ -8,7 +8,9 @@ Input and documents
   As in the original: one sentence per line, a blank line between documents. Each line is normalised with the
   tokenizer's text preprocessing (SentencePiece mode: `tokenization.preprocess_text`; WordPiece mode: strip) and
   tokenized; a line that normalises to nothing ends the current document, a line without tokens is dropped.
-  Documents with fewer than two tokens in all are skipped and counted (the original kept them).
+  Documents with fewer than two tokens in all are skipped and counted (the original kept them). The end of an input
+  file always ends a document (the original ran a file's last document on into the next file's first one when the
+  file did not end with a blank line).
 
 Instances (per document, as the original's `create_instances_from_document`)
   A target length of `max_seq_length - 3` tokens, or with probability `short_seq_prob` a uniform length in

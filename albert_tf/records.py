@@ -161,12 +161,20 @@ def pretraining_dataset(file_patterns, max_seq_length, max_predictions_per_seq, 
             dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         else:
             shard_records = True
-    dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+    # Every iterator over the returned dataset must yield the same batches (Keras and tf.distribute may open
+    # extra iterators; resuming skips the batches already seen), so shuffles never depend on iterator count:
+    # each pass over the files gets its own seed (seed + pass number) and the record buffer is not reshuffled.
+    if seed is None:
+        dataset = dataset.shuffle(len(files), reshuffle_each_iteration=True).repeat()
+    else:
+        passes = tf.data.Dataset.counter()
+        dataset = passes.flat_map(lambda n: dataset.shuffle(len(files), seed=seed + n,
+                                                            reshuffle_each_iteration=False))
     dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=max(1, min(num_cpu_threads, len(files))),
                                  num_parallel_calls=autotune, deterministic=deterministic)
     if shard_records:
         dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    dataset = dataset.shuffle(1024, seed=seed)
+    dataset = dataset.shuffle(1024, seed=seed, reshuffle_each_iteration=seed is None)
     dataset = dataset.batch(batch_size, drop_remainder=True)
     dataset = dataset.map(decode, num_parallel_calls=num_cpu_threads, deterministic=deterministic)
     return dataset.prefetch(autotune)

@@ -440,7 +440,10 @@ class AlbertTextPreprocessor(keras.layers.Layer):
                 # sentencepiece package does (SentencepieceTokenizer's bundled library does not, e.g. "eee").
                 resources["sentencepiece"] = tf_text.FastSentencepieceTokenizer(contents)
                 pieces = [sp_model.id_to_piece(i) for i in range(sp_model.get_piece_size())]
-                resources["pieces"] = tf.constant(pieces, tf.string)
+                resources["id_to_piece"] = tf.lookup.StaticHashTable(
+                    tf.lookup.KeyValueTensorInitializer(tf.range(len(pieces), dtype=tf.int64),
+                                                        tf.constant(pieces, tf.string)),
+                    default_value=sp_model.id_to_piece(sp_model.unk_id()))
                 resources["piece_table"] = tf.lookup.StaticHashTable(
                     tf.lookup.KeyValueTensorInitializer(tf.constant(pieces, tf.string),
                                                         tf.range(len(pieces), dtype=tf.int64)),
@@ -471,7 +474,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
                 _sigma_context_ranges()
         # Attributes (not a dict) so that Keras/TensorFlow tracking saves the resources with the layer.
         self._sp_tokenizer = resources.get("sentencepiece")
-        self._sp_pieces = resources.get("pieces")
+        self._id_to_piece = resources.get("id_to_piece")
         self._piece_table = resources.get("piece_table")
         self._vocab_table = resources.get("table")
         self._wp_tokenizer = resources.get("wordpiece")
@@ -535,7 +538,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
     def _sentencepiece_pieces(self, texts):
         def sp_pieces(text):
             ids = self._sp_tokenizer.tokenize(text).with_row_splits_dtype(tf.int64)
-            return ids.with_flat_values(tf.gather(self._sp_pieces, ids.flat_values))
+            return ids.with_flat_values(self._id_to_piece.lookup(tf.cast(ids.flat_values, tf.int64)))
 
         pieces = sp_pieces(preprocess_text_graph(texts, lower=self.do_lower_case))
         flat = pieces.flat_values
@@ -578,7 +581,11 @@ class AlbertTextPreprocessor(keras.layers.Layer):
         if isinstance(inputs, dict):
             raise TypeError("AlbertTextPreprocessor takes a string tensor or a tuple (text_a, text_b), not a dict")
         if isinstance(inputs, (list, tuple)) and len(inputs) == 2 and not isinstance(inputs[0], (str, bytes)):
-            return self.pack(self.tokenize_to_ids(inputs[0]), self.tokenize_to_ids(inputs[1]))
+            text_a, text_b = self._as_batch(inputs[0]), self._as_batch(inputs[1])
+            # One tokenization pass over both halves keeps the graph (and a SavedModel) half the size.
+            ids = self.tokenize_to_ids(tf.concat([text_a, text_b], axis=0))
+            batch_size = tf.shape(text_a, out_type=tf.int64)[0]
+            return self.pack(ids[:batch_size], ids[batch_size:])
         if isinstance(inputs, (list, tuple)) and len(inputs) == 1 and not isinstance(inputs[0], (str, bytes)):
             inputs = inputs[0]
         return self.pack(self.tokenize_to_ids(inputs))

@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import time
 
 import keras
 import numpy as np
@@ -173,3 +174,71 @@ def write_json(path, value):
         f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
     tf.io.gfile.rename(tmp, path, overwrite=True)
     return path
+
+
+def restore_or_initialize(model, directory, keep_checkpoint_max, initialize=None):
+    """Resumes `model` (and its compiled optimizer) from the latest checkpoint in `directory`, or calls
+    `initialize()` (e.g. loading `--init_checkpoint`) when there is none.
+
+    Returns (checkpoint manager, global step). The optimizer must be built first so its slots restore.
+    """
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep_checkpoint_max)
+    if manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        logging.info("Resumed from %s at step %d", manager.latest_checkpoint, int(model.optimizer.iterations))
+    elif initialize is not None:
+        initialize()
+    return manager, int(model.optimizer.iterations.numpy())
+
+
+def fit_to_step(model, dataset, manager, num_train_steps, save_checkpoints_steps, iterations_per_loop,
+                log_dir=None, log_every=100, callbacks=()):
+    """Runs `fit` from the current global step to `num_train_steps`, saving checkpoints on the way.
+
+    `dataset` must already skip the batches of the steps done (the step counter is the optimizer's). Returns
+    the number of steps run and the seconds taken.
+    """
+    done = int(model.optimizer.iterations.numpy())
+    if done >= num_train_steps:
+        return 0, 0.0
+    steps_per_epoch, epochs, initial_epoch, per_execution = plan_steps(
+        num_train_steps, save_checkpoints_steps, iterations_per_loop, done)
+    model.steps_per_execution = per_execution
+    model.make_train_function(force=True)
+    all_callbacks = [StopOnNonFiniteLoss(), CheckpointCallback(manager, save_checkpoints_steps, num_train_steps),
+                     StopAtStep(num_train_steps), StepLogger(num_train_steps, log_every), *callbacks]
+    if log_dir:
+        all_callbacks.append(keras.callbacks.TensorBoard(log_dir, update_freq=per_execution))
+    start = time.time()
+    model.fit(dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
+              callbacks=all_callbacks, verbose=2 if log_every else 0)
+    return int(model.optimizer.iterations.numpy()) - done, time.time() - start
+
+
+class ClippedTrainStep:
+    """Mixin for Keras models: the standard compiled-loss `train_step`, with the original's gradient clipping
+    (global norm 1.0) done across replicas by `clip_gradients_across_replicas`.
+
+    It follows Keras 3's TensorFlow `train_step` (including its private loss bookkeeping, pinned by
+    requirements.txt) so `compile(loss=..., metrics=...)` and `fit` behave as usual.
+    """
+
+    clip_norm = 1.0
+
+    def train_step(self, data):
+        from keras.src import tree  # pylint: disable=import-outside-toplevel
+        from keras.src.losses import loss as loss_module  # pylint: disable=import-outside-toplevel
+        from keras.src.trainers.data_adapters import data_adapter_utils  # pylint: disable=import-outside-toplevel
+
+        x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+            batch = tf.shape(next(i for i in tree.flatten(x) if i is not None))[0]
+            self._loss_tracker.update_state(loss_module.unscale_loss_for_distribution(loss), sample_weight=batch)
+            scaled = self.optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, self.trainable_weights)
+        grads = clip_gradients_across_replicas(grads, self.clip_norm, loss_scale_of(self.optimizer))
+        self.optimizer.apply(grads, self.trainable_weights)
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)

@@ -63,14 +63,14 @@ def is_control(char):
 def is_punctuation(char):
     """Unicode punctuation (categories P*) plus all non-alphanumeric printable ASCII."""
     cp = ord(char)
-    if any(lo <= cp <= hi for lo, hi in ASCII_PUNCT_RANGES):
-        return True
+    if cp < 128:
+        return any(lo <= cp <= hi for lo, hi in ASCII_PUNCT_RANGES)
     return unicodedata.category(char).startswith("P")
 
 
 def is_chinese_char(cp):
     """Whether code point `cp` is in one of the CJK ideograph blocks (`CJK_RANGES`)."""
-    return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
+    return cp >= 0x3400 and any(lo <= cp <= hi for lo, hi in CJK_RANGES)
 
 
 def is_removed_in_cleanup(char):
