@@ -10,6 +10,7 @@ from keras import ops
 
 from albert_tf.config import AlbertConfig
 from albert_tf.layers import AlbertEncoder, FactorizedEmbedding, MaskedLMHead, truncated_normal
+from albert_tf.training import ClippedTrainStep
 
 
 def _as_config(config):
@@ -136,3 +137,110 @@ class AlbertForPretraining(keras.Model):
     def from_config(cls, config):
         config = dict(config)
         return cls(AlbertConfig.from_dict(config.pop("config")), **config)
+
+
+class _TaskModel(ClippedTrainStep, keras.Model):
+    """Base of the fine-tuning models: an `AlbertModel` under `albert`, a head, the original's clipping in
+    `train_step`, and serialisation through the config plus the head's arguments."""
+
+    def __init__(self, config, dropout_prob=0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.config = _as_config(config)
+        self.dropout_prob = dropout_prob
+        self.albert = AlbertModel(self.config, dtype=self.dtype_policy, name="albert")
+        self.dropout = keras.layers.Dropout(dropout_prob, dtype=self.dtype_policy)
+
+    def _head_args(self):
+        return {}
+
+    def get_config(self):
+        return {**super().get_config(), "config": self.config.to_dict(), "dropout_prob": self.dropout_prob,
+                **self._head_args()}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("config")), **config)
+
+    def _output_entries(self, num_outputs):
+        from albert_tf.checkpoints.original import Entry  # pylint: disable=import-outside-toplevel
+
+        dense = self.output_layer
+        return [Entry("output_weights", dense.kernel, (num_outputs, self.config.hidden_size), transpose=True,
+                      required=False),
+                Entry("output_bias", dense.bias, (num_outputs,), required=False)]
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertClassifier(_TaskModel):
+    """Sentence (pair) classification or regression: dropout + dense on the pooled output.
+
+    As the original's `run_classifier` head (`output_weights` [num_labels, H], `output_bias`), with the
+    dropout rate configurable (the original hard-codes 0.1). `num_labels=1` is regression (STS-B).
+
+    Call args:
+      inputs: dict with int `input_ids`, `input_mask`, `segment_ids` [B, T].
+    Returns:
+      float32 logits [B, num_labels] (the score [B, 1] for regression).
+    """
+
+    def __init__(self, config, num_labels, dropout_prob=0.1, **kwargs):
+        super().__init__(config, dropout_prob=dropout_prob, **kwargs)
+        self.num_labels = num_labels
+        self.output_layer = keras.layers.Dense(
+            num_labels, kernel_initializer=truncated_normal(self.config.initializer_range),
+            dtype=self.dtype_policy, name="output")
+
+    def _head_args(self):
+        return {"num_labels": self.num_labels}
+
+    def build(self, inputs_shape):
+        self.albert.build(inputs_shape)
+        self.output_layer.build((inputs_shape["input_ids"][0], self.config.hidden_size))
+        self.built = True
+
+    def call(self, inputs, training=None):
+        pooled = self.albert(inputs, training=training)["pooled_output"]
+        return ops.cast(self.output_layer(self.dropout(pooled, training=training)), "float32")
+
+    def head_entries(self):
+        return self._output_entries(self.num_labels)
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertForMultipleChoice(_TaskModel):
+    """Multiple choice (RACE): each (context, question + option) sequence is scored from its pooled output.
+
+    As the original's RACE head (`output_weights` [1, H], `output_bias` [1]).
+
+    Call args:
+      inputs: dict with int `input_ids`, `input_mask`, `segment_ids` [B, num_choices, T].
+    Returns:
+      float32 logits [B, num_choices].
+    """
+
+    def __init__(self, config, num_choices=4, dropout_prob=0.1, **kwargs):
+        super().__init__(config, dropout_prob=dropout_prob, **kwargs)
+        self.num_choices = num_choices
+        self.output_layer = keras.layers.Dense(
+            1, kernel_initializer=truncated_normal(self.config.initializer_range), dtype=self.dtype_policy,
+            name="output")
+
+    def _head_args(self):
+        return {"num_choices": self.num_choices}
+
+    def build(self, inputs_shape):
+        seq_length = tuple(inputs_shape["input_ids"])[-1]
+        self.albert.build({k: (None, seq_length) for k in inputs_shape})
+        self.output_layer.build((None, self.config.hidden_size))
+        self.built = True
+
+    def call(self, inputs, training=None):
+        seq_length = ops.shape(inputs["input_ids"])[-1]
+        flat = {k: ops.reshape(inputs[k], (-1, seq_length)) for k in ("input_ids", "input_mask", "segment_ids")}
+        pooled = self.albert(flat, training=training)["pooled_output"]
+        logits = self.output_layer(self.dropout(pooled, training=training))
+        return ops.cast(ops.reshape(logits, (-1, self.num_choices)), "float32")
+
+    def head_entries(self):
+        return self._output_entries(1)

@@ -132,15 +132,6 @@ class PretrainingParams:
     log_every: int = 100
 
 
-def set_precision(mixed_precision):
-    """Sets Keras' global dtype policy from `--mixed_precision` (None, "bf16" or "fp16")."""
-    policies = {None: "float32", "": "float32", "fp32": "float32", "bf16": "mixed_bfloat16",
-                "fp16": "mixed_float16"}
-    if mixed_precision not in policies:
-        raise ValueError(f"--mixed_precision must be bf16 or fp16, got {mixed_precision!r}")
-    keras.mixed_precision.set_global_policy(policies[mixed_precision])
-
-
 def _datasets(params, strategy, skip_batches):
     def train_fn(context):
         batch = context.get_per_replica_batch_size(params.train_batch_size)
@@ -163,7 +154,7 @@ def run_pretraining(params):
 
     Returns a dict with the final step, eval results and the paths written.
     """
-    set_precision(params.mixed_precision)
+    training.set_precision(params.mixed_precision)
     keras.utils.set_random_seed(params.seed)
     strategy = distribution.get_strategy(params.strategy, params.tpu_name, params.tpu_zone, params.gcp_project,
                                          params.master, params.use_tpu)

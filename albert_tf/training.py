@@ -74,6 +74,15 @@ def check_output_dir(output_dir, config, source_flag="--albert_config_file"):
         config.to_json_file(path)
 
 
+def set_precision(mixed_precision):
+    """Sets Keras' global dtype policy from `--mixed_precision` (None, "bf16" or "fp16")."""
+    policies = {None: "float32", "": "float32", "fp32": "float32", "bf16": "mixed_bfloat16",
+                "fp16": "mixed_float16"}
+    if mixed_precision not in policies:
+        raise ValueError(f"--mixed_precision must be bf16 or fp16, got {mixed_precision!r}")
+    keras.mixed_precision.set_global_policy(policies[mixed_precision])
+
+
 class CheckpointCallback(keras.callbacks.Callback):
     """Saves through `manager` every `every` steps and at `last_step`; step = the optimizer's iterations."""
 

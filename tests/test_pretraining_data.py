@@ -357,9 +357,24 @@ def test_permutation_doubles_prediction_slots(tmp_path):
     records = parse_all(paths, 64, 24)
     counts = records["masked_lm_weights"].sum(axis=1)
     assert counts.max() > 12 and (counts <= 24).all()
-    ids = unmasked_ids(records)
-    # A permutation only moves tokens around: the multiset of ids at the permuted positions is unchanged.
-    assert ids.shape == records["input_ids"].shape
+
+
+def test_permutation_moves_tokens_among_selected_positions():
+    tables = pdata.TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
+    tables.vocab_ids = np.array([tables.mask_id])  # random replacements become [MASK]: only permutations remain
+    tables.vocab_size = 1
+    tokens = np.arange(100, 300, dtype=np.int32)
+    docs = pdata.ShardDocuments(tokens=tokens, word_start=np.ones(200, bool), bounds=[[0, 100, 200]], skipped=0,
+                                text_bytes=0)
+    config = pdata.PretrainingConfig(max_seq_length=128, do_permutation=True)
+    cdf = pdata.ngram_cdf(3)
+    for seed in range(20):
+        instance = (0, 60, 100, 162, 0)
+        positions, outputs = pdata.mask_instance(docs, instance, config, tables, pdata.random.Random(seed), cdf)
+        original = {p: int(tokens[p - 1] if p <= 60 else tokens[100 + p - 62]) for p in positions}
+        permuted = [p for p, o in zip(positions, outputs) if o not in (tables.mask_id, pdata.KEEP)]
+        assert len(positions) - len(permuted) <= 19 and 0 < len(permuted) <= 19
+        assert sorted(o for p, o in zip(positions, outputs) if p in permuted) == sorted(original[p] for p in permuted)
 
 
 def test_wordpiece_mode(tmp_path):

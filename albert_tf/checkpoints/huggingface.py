@@ -30,8 +30,8 @@ _TABLE = [
     (r"cls/predictions/output_bias", "predictions.bias", False),
     (r"cls/seq_relationship/output_weights", "sop_classifier.classifier.weight", False),
     (r"cls/seq_relationship/output_bias", "sop_classifier.classifier.bias", False),
-    (r"classifier/output_weights", "classifier.weight", False),
-    (r"classifier/output_bias", "classifier.bias", False),
+    (r"output_weights", "classifier.weight", False),
+    (r"output_bias", "classifier.bias", False),
 ]
 # Hugging Face tensors that duplicate others (tied) or are buffers, never weights to load.
 TIED_OR_BUFFERS = {"predictions.decoder.weight", "predictions.decoder.bias", "albert.embeddings.position_ids"}
