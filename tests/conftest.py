@@ -32,3 +32,9 @@ def tiny_config():
 
     return AlbertConfig(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                         num_attention_heads=4, intermediate_size=64, max_position_embeddings=128)
+
+
+def pytest_configure(config):
+    # Slow tests still run in CI (`.ci/run` runs everything); the marker lets a developer skip them locally
+    # with `-m "not slow"`.
+    config.addinivalue_line("markers", "slow: slower test (XLA compile, subprocess); still run in CI")
