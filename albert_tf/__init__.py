@@ -1,11 +1,30 @@
-"""albert_tf: ALBERT (Lan et al., 2019) for TensorFlow 2 and Keras 3, compatible with the original release."""
+"""albert_tf: ALBERT (Lan et al., 2019) for TensorFlow 2 and Keras 3, compatible with the original release.
 
+The public names are imported on first use, so tools that need only the tokenizer or the data code (e.g.
+`create_pretraining_data.py`) do not pay for importing Keras.
+"""
+
+import importlib
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from albert_tf.config import AlbertConfig, ConfigError  # noqa: E402
-from albert_tf.modeling import AlbertForPretraining, AlbertModel  # noqa: E402
+_PUBLIC = {
+    "AlbertConfig": "albert_tf.config",
+    "ConfigError": "albert_tf.config",
+    "AlbertModel": "albert_tf.modeling",
+    "AlbertForPretraining": "albert_tf.modeling",
+    "AlbertClassifier": "albert_tf.modeling",
+    "AlbertForMultipleChoice": "albert_tf.modeling",
+    "load_checkpoint": "albert_tf.checkpoints",
+    "save_checkpoint": "albert_tf.checkpoints",
+}
 
-__all__ = ["AlbertConfig", "ConfigError", "AlbertModel", "AlbertForPretraining"]
+__all__ = sorted(_PUBLIC)
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")

@@ -50,9 +50,18 @@ Bounded memory
   output files as in the original.
 
 Parallelism and output
-  Worker processes (fork, they never touch TensorFlow) each turn whole shards into records in a temporary file; the
-  parent copies them into the outputs in shard order. Outputs are written under a temporary name and renamed only
-  when the run succeeds; on any error or interrupt the temporary files are removed.
+  Worker processes (fork, they never touch TensorFlow) each turn whole shards into records in a temporary file next
+  to the first output; the parent copies them into the outputs in shard order. Outputs are written under a hidden
+  temporary name and renamed only when the run succeeds; on any error or interrupt the temporary files are removed.
+  The in-process path (one worker) lets SentencePiece use its own threads for batch encoding.
+
+Checks
+  Bad input raises `PretrainingDataError` (a ValueError) before anything is written: no file matched, an empty,
+  whitespace-only or binary file (NUL or many control bytes in its first 64 KiB), `max_seq_length` < 5,
+  `max_predictions_per_seq` above the `max_seq_length - 3` maskable tokens, probabilities outside [0, 1]; a missing
+  or unreadable tokenizer file raises `tokenization.TokenizerError`. A run that yields no instance at all fails
+  too. `max_predictions_per_seq` above `round(max_seq_length * masked_lm_prob)` (e.g. the common 128/20/0.15) only
+  logs a warning: those slots are always padding, as in the original.
 
 Records are serialized by a small numpy protobuf encoder (`encode_examples`) rather than `tf.train.Example`; the
 bytes are those of `tf.train.Example.SerializeToString(deterministic=True)` for the original's features. Reading
@@ -90,7 +99,7 @@ _SNIFF_BYTES = 1 << 16
 _SP_PUNCTUATION = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
 _SP_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz") | _SP_PUNCTUATION
 
-# The record's features, in the original's order: name -> (kind, length source).
+# The record's features, in the original's order.
 FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids", "token_boundary", "masked_lm_positions",
                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
@@ -416,7 +425,7 @@ class TokenTables:
 
     Attributes:
       cls_id, sep_id, mask_id: ids of [CLS], [SEP], [MASK].
-      vocab_ids: int32 [vocab_size], the ids in the order of `tokenizer.vocab` (the original draws random
+      vocab_ids: int64 [vocab_size], the ids in the order of `tokenizer.vocab` (the original draws random
         replacement tokens from that list).
       word_start: bool [max_id + 1]; `word_start[id]` is the word-start rule applied to the id's piece.
     """
@@ -1229,4 +1238,5 @@ def _run_pool(run, writers, tables, tokenizer_args, config, num_workers):
         pool.join()
         raise
     finally:
+        _WORKER.clear()
         shutil.rmtree(temp_dir, ignore_errors=True)

@@ -57,6 +57,7 @@ def expand_file_patterns(file_patterns):
 
 def _first_record(path):
     """The first record of a TFRecord file (bytes), or None if the file holds no record."""
+    size = tf.io.gfile.stat(path).length
     with tf.io.gfile.GFile(path, "rb") as f:
         header = f.read(12)
         if not header:
@@ -64,10 +65,10 @@ def _first_record(path):
         if len(header) < 12:
             raise ValueError(f"{path} is not a TFRecord file (truncated header)")
         (length,) = struct.unpack("<Q", header[:8])
-        data = f.read(length)
-        if len(data) != length:
-            raise ValueError(f"{path} is not an uncompressed TFRecord file (record length {length} is past the end)")
-        return data
+        if length > size - 16:  # never ask GFile for more than the file holds (a huge read crashes it)
+            raise ValueError(f"{path} is not an uncompressed TFRecord file (its first record would be {length} "
+                             f"bytes in a file of {size})")
+        return f.read(length)
 
 
 def check_record_lengths(files, max_seq_length, max_predictions_per_seq):
@@ -127,8 +128,9 @@ def pretraining_dataset(file_patterns, max_seq_length, max_predictions_per_seq, 
       is_training: True: files are sharded by `input_context`, shuffled, read `num_cpu_threads` at a time
         (interleaved), records shuffled (buffer 1024) and repeated forever. False: files in order, records in order,
         one pass.
-      seed: makes the training order reproducible (shuffles seeded, interleave deterministic); None: not
-        reproducible, interleave may reorder for speed.
+      seed: makes the training order reproducible: every iterator over the dataset yields the same batches (pass n
+        over the files is shuffled with seed + n, the record buffer with seed, interleave is deterministic). None:
+        reshuffled on every iteration, and interleave may reorder for speed.
       input_context: optional `tf.distribute.InputContext`; each input pipeline reads its own share of the files
         (or of the records, when there are fewer files than pipelines).
       num_cpu_threads: files read in parallel and parsing parallelism.
@@ -146,21 +148,23 @@ def pretraining_dataset(file_patterns, max_seq_length, max_predictions_per_seq, 
     check_record_lengths(files[:MAX_FILES_CHECKED], max_seq_length, max_predictions_per_seq)
     autotune = tf.data.AUTOTUNE
     decode = lambda s: _decode_batch(s, max_seq_length, max_predictions_per_seq)  # noqa: E731
+    # Each input pipeline reads its own files, or (fewer files than pipelines) every n-th record of all files.
+    shard_records = False
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        pipelines, index = input_context.num_input_pipelines, input_context.input_pipeline_id
+        if len(files) >= pipelines:
+            files = files[index::pipelines]
+        else:
+            shard_records = True
     if not is_training:
         dataset = tf.data.TFRecordDataset(files)
-        if input_context is not None and input_context.num_input_pipelines > 1:
-            dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        if shard_records:
+            dataset = dataset.shard(pipelines, index)
         dataset = dataset.batch(batch_size, drop_remainder=True)
         return dataset.map(decode, num_parallel_calls=num_cpu_threads).prefetch(autotune)
 
     deterministic = seed is not None
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
-    shard_records = False
-    if input_context is not None and input_context.num_input_pipelines > 1:
-        if len(files) >= input_context.num_input_pipelines:
-            dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        else:
-            shard_records = True
     # Every iterator over the returned dataset must yield the same batches (Keras and tf.distribute may open
     # extra iterators; resuming skips the batches already seen), so shuffles never depend on iterator count:
     # each pass over the files gets its own seed (seed + pass number) and the record buffer is not reshuffled.
@@ -173,7 +177,7 @@ def pretraining_dataset(file_patterns, max_seq_length, max_predictions_per_seq, 
     dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=max(1, min(num_cpu_threads, len(files))),
                                  num_parallel_calls=autotune, deterministic=deterministic)
     if shard_records:
-        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        dataset = dataset.shard(pipelines, index)
     dataset = dataset.shuffle(1024, seed=seed, reshuffle_each_iteration=seed is None)
     dataset = dataset.batch(batch_size, drop_remainder=True)
     dataset = dataset.map(decode, num_parallel_calls=num_cpu_threads, deterministic=deterministic)

@@ -450,9 +450,10 @@ def test_sentencepiece_word_start_rule():
 
 
 def test_truncation_takes_from_the_longer_side():
+    truncate = pdata._truncate_pair  # pylint: disable=protected-access
     rng = pdata.random.Random(0)
     for la, lb, limit in [(50, 10, 40), (10, 50, 40), (30, 30, 41), (30, 31, 41), (5, 5, 20)]:
-        a0, a1, b0, b1 = pdata._truncate_pair(100, 100 + la, 500, 500 + lb, limit, rng)  # pylint: disable=protected-access
+        a0, a1, b0, b1 = truncate(100, 100 + la, 500, 500 + lb, limit, rng)
         assert 100 <= a0 <= a1 <= 100 + la and 500 <= b0 <= b1 <= 500 + lb
         new_a, new_b = a1 - a0, b1 - b0
         # The same lengths as the original's one-token-at-a-time loop.
@@ -463,6 +464,9 @@ def test_truncation_takes_from_the_longer_side():
             else:
                 rb -= 1
         assert (new_a, new_b) == (ra, rb)
+    # Each removed token comes from the front or the back with probability 1/2.
+    fronts = [truncate(0, 60, 100, 110, 40, rng)[0] for _ in range(2000)]  # A loses 30 tokens
+    assert abs(np.mean(fronts) - 15) < 0.3 and 0 < min(fronts) and max(fronts) < 30
 
 
 def test_encoder_matches_protobuf_serialization():
@@ -598,3 +602,34 @@ def test_progress_reports(tmp_path):
     assert len(seen) >= stats.instances // 100
     summary = stats.summary()
     assert f"wrote {stats.instances} instances" in summary and "sentence-order label 1" in summary
+
+
+@pytest.mark.slow
+def test_command_line(tmp_path):
+    """The absl front end: the original's flags plus --output_dir/--num_output_shards/--num_workers; a clear error
+    and exit status 1 for bad input. (Subprocesses: the script's flags would clash with other scripts' in-process.)"""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+
+    script = os.path.join(REPO_ROOT, "create_pretraining_data.py")
+    common = [sys.executable, script, f"--spm_model_file={SPM}", "--max_seq_length=64", "--dupe_factor=2",
+              "--max_predictions_per_seq=10", "--do_lower_case=true", "--do_whole_word_mask=true",
+              "--random_next_sentence=false", "--ngram=3", "--random_seed=7", "--masked_lm_prob=0.15",
+              "--short_seq_prob=0.1", "--favor_shorter_ngram=true"]
+    good = subprocess.Popen(common + [f"--input_file={CORPUS_DIR}/sample_text.txt",
+                                      f"--output_dir={tmp_path / 'records'}", "--num_output_shards=2",
+                                      "--num_workers=1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    bad = subprocess.Popen(common + [f"--input_file={tmp_path}/missing-*.txt",
+                                     f"--output_file={tmp_path / 'never.tfrecord'}"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    good_out, _ = good.communicate(timeout=300)
+    bad_out, _ = bad.communicate(timeout=300)
+    assert good.returncode == 0, good_out
+    assert "wrote" in good_out and "sentence-order label 1" in good_out
+    written = sorted(os.listdir(tmp_path / "records"))
+    assert written == ["pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord"]
+    records = parse_all([str(tmp_path / "records" / name) for name in written], 64, 10)
+    assert len(records["input_ids"]) > 20
+    assert bad.returncode == 1 and "error: no input files matched" in bad_out, bad_out
+    assert not os.path.exists(tmp_path / "never.tfrecord")
