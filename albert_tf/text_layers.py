@@ -5,31 +5,43 @@
 in both of `FullTokenizer`'s modes:
 
 * SentencePiece (`spm_model_file`): `preprocess_text` is rebuilt from tf.strings / tensorflow-text ops
-  (whitespace folding, `` and '' to ", NFKD with combining marks removed, lowercasing), the model proto runs in
-  `tensorflow_text.SentencepieceTokenizer`, and the digit-comma rule of `encode_pieces` is applied to the pieces
-  with ragged ops.
+  (whitespace folding, `` and '' to ", NFKD with combining marks removed, lowercasing), the model runs in
+  `tensorflow_text.FastSentencepieceTokenizer` (which, unlike `SentencepieceTokenizer`, breaks ties between
+  equal-score segmentations such as "e|ee" / "ee|e" as the Python package does), and the digit-comma rule of
+  `encode_pieces` is applied to the pieces with ragged ops.
 * WordPiece (`vocab_file`): BERT's basic tokenization is rebuilt from regular expressions, followed by
   `tensorflow_text.WordpieceTokenizer` over a lookup table holding the vocabulary.
 
 The tokenizer's file (model proto or vocabulary) is read into the graph as constants and also attached as a
-SavedModel asset, so an exported model needs nothing but `tensorflow` and `tensorflow_text` to run.
+SavedModel asset, so an exported model needs nothing but `tensorflow` and `tensorflow_text` to run
+(`export_text_preprocessor`).
 
-How exact agreement with the Python tokenizer is obtained: every character class (whitespace, controls,
-punctuation, CJK, combining marks, non-spacing marks, digits) is enumerated from the very predicates the Python
-code uses, under Python's own Unicode database, and written into the regular expressions as explicit code point
-ranges. Lowercasing uses ICU (`tf.strings.lower(..., encoding="utf-8")`, which has the same full and
-context-sensitive mappings as `str.lower`, e.g. final sigma and dotted capital I), split around NUL characters
-(which the ICU op would otherwise treat as the end of the string) and patched for the upper-case letters that
-Python's Unicode database knows but TensorFlow's ICU does not (computed when the layer is first used).
+How exact agreement with the Python tokenizer is obtained:
 
-Known disagreements (see `tests/test_text_layers.py::test_known_disagreements`, which pins them down):
+* Every character class (whitespace, controls, punctuation, CJK, combining marks, non-spacing marks, digits) is
+  enumerated from the very predicates the Python code uses, under Python's own Unicode database, and written
+  into the regular expressions as explicit code point ranges.
+* Lowercasing uses ICU (`tf.strings.lower(..., encoding="utf-8")`, full mappings such as "İ" -> "i̇"), run on the
+  NUL-free stretches of the text (the op stops at a NUL), patched for the letters Python's Unicode 14 lowercases
+  but TensorFlow's older ICU does not (e.g. U+2C2F), and with capital sigma resolved beforehand to "ς"/"σ" by
+  Python's final-sigma rule with Python's case-ignorable/cased properties (ICU's older tables would decide
+  differently next to recent combining marks).
+* NFD/NFKD use tensorflow-text's ICU, which knows characters assigned after Python's Unicode 14 (e.g. U+1CCD6,
+  which ICU decomposes to "A"); those are cut out and kept unnormalised, as Python (which sees unassigned
+  characters) leaves them.
+* The tables are computed when the layer is first used (about a second) and baked into the graph.
+The tests check every code point of the Basic Multilingual Plane (but the large uniform ideograph and hangul
+blocks), and the supplementary characters with special handling, in a context with case, sigma, digits and commas.
 
-* Unicode versions. Python 3.11 uses Unicode 14.0; tensorflow-text's ICU (NFD/NFKD) knows characters assigned
-  later. Code points unassigned in Python's database but having a decomposition in ICU (118 of them, in scripts
-  added in Unicode 15-16, e.g. U+105C9, U+11383, U+16121) are decomposed in the graph and left alone in Python.
-  The normalised text then differs, but on the shipped model and vocabulary the ids still agree for all of them
-  (they are unknown characters either way); the test checks this code point by code point.
-* Locale. `tf.strings.lower` uses ICU's default locale; under a Turkish/Azeri/Lithuanian process locale its
+Known disagreements (`tests/test_text_layers.py::test_known_disagreements` pins the first two down):
+
+* SentencePiece near-ties. Segmentations whose scores are equal but for floating-point rounding (e.g. "6"+"66"
+  versus "66"+"6") can come out in the other order when the text also holds a character outside the model's
+  vocabulary before them (its large penalty score shifts the running sums): "٣666" gives ids [13, 1, 379, 3526]
+  in Python and [13, 1, 3526, 379] in the graph. None occurred in 210,000 lines of GLUE and Gutenberg text.
+* In SentencePiece mode `tokenize` returns "<unk>" for a piece outside the vocabulary where Python returns the
+  piece's text ("😀"); the ids are the same.
+* Locale. `tf.strings.lower` uses ICU's default locale; under a Turkish, Azeri or Lithuanian process locale its
   I/i mappings differ from Python's locale-independent `str.lower`. Run with a neutral locale (C, en_*).
 * Subword sampling (`FullTokenizer.tokenize(text, sample=True)`) has no in-graph counterpart: the graph always
   gives the deterministic segmentation.
@@ -48,6 +60,10 @@ from albert_tf import wordpiece
 from albert_tf.tokenization import SPIECE_UNDERLINE, TokenizerError
 
 _MAX_CODE_POINT = 0x10FFFF
+
+# The graph-building code below has no tensor-dependent Python control flow; keeping AutoGraph out of it makes
+# tracing (and so exporting) several times faster.
+_graph_code = tf.autograph.experimental.do_not_convert
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -79,6 +95,23 @@ _PREDICATES = {
     "cjk": _is_cjk,
     "non_spacing_mark": _is_non_spacing_mark,
 }
+
+
+def _to_ranges(cps):
+    """Sorted code points -> list of [first, last] runs of consecutive code points."""
+    ranges = []
+    for cp in cps:
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    return ranges
+
+
+def _ranges_class(cps):
+    """An RE2 character class matching exactly the sorted code points `cps`."""
+    parts = [f"\\x{{{lo:x}}}" if lo == hi else f"\\x{{{lo:x}}}-\\x{{{hi:x}}}" for lo, hi in _to_ranges(cps)]
+    return "[" + "".join(parts) + "]"
 
 
 @functools.lru_cache(maxsize=None)
@@ -123,16 +156,11 @@ def _sigma_context_ranges():
         elif after_digit:
             cased.append(ord(char))
 
-    def to_ranges(cps):
-        ranges = []
-        for cp in cps:
-            if ranges and ranges[-1][1] == cp - 1:
-                ranges[-1][1] = cp
-            else:
-                ranges.append([cp, cp])
+    def starts_and_ends(cps):
+        ranges = _to_ranges(cps)
         return [r[0] for r in ranges], [r[1] for r in ranges]
 
-    return to_ranges(ignorable), to_ranges(cased)
+    return starts_and_ends(ignorable), starts_and_ends(cased)
 
 
 @functools.lru_cache(maxsize=None)
@@ -148,17 +176,7 @@ def normalization_exceptions(form):
     return tuple(ord(c) for c, n in zip(candidates, normalized) if n.decode("utf-8") != c)
 
 
-def _ranges_class(cps):
-    ranges = []
-    for cp in cps:
-        if ranges and ranges[-1][1] == cp - 1:
-            ranges[-1][1] = cp
-        else:
-            ranges.append([cp, cp])
-    parts = [f"\\x{{{lo:x}}}" if lo == hi else f"\\x{{{lo:x}}}-\\x{{{hi:x}}}" for lo, hi in ranges]
-    return "[" + "".join(parts) + "]"
-
-
+@_graph_code
 def normalize_utf8(text, form):
     """`unicodedata.normalize(form, text)` in the graph for a [batch] string tensor.
 
@@ -184,12 +202,14 @@ def normalize_utf8(text, form):
     return tf.cond(has_exception, split_and_normalize, lambda: tf_text.normalize_utf8(text, form))
 
 
+@_graph_code
 def _in_ranges(values, ranges):
     starts, ends = ranges
     i = tf.searchsorted(tf.constant(starts, tf.int32), values, side="right") - 1
     return (i >= 0) & (values <= tf.gather(tf.constant(ends, tf.int32), tf.maximum(i, 0)))
 
 
+@_graph_code
 def _resolve_capital_sigma(text):
     """Replaces each "Σ" by "ς" or "σ" as `str.lower` would, with Python's Unicode properties.
 
@@ -221,11 +241,13 @@ def _resolve_capital_sigma(text):
 # ------------------------------------------------------------------------------------------------------------------
 # String ops shared by both modes.
 
+@_graph_code
 def drop_invalid_utf8(text):
     """Removes bytes that are not valid UTF-8, as `convert_to_unicode` does with `errors="ignore"`."""
     return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
 
 
+@_graph_code
 def map_nul_free_parts(fn, text):
     """Applies `fn` (1-D string tensor -> same shape) to the NUL-free stretches of each string in a [batch] tensor.
 
@@ -241,6 +263,7 @@ def map_nul_free_parts(fn, text):
     return tf.strings.reduce_join(parts.with_flat_values(mapped), axis=-1)
 
 
+@_graph_code
 def lower_utf8(text):
     """`str.lower` in the graph (full Unicode case mapping, final sigma included); NUL characters are kept."""
     has_sigma = tf.reduce_any(tf.strings.regex_full_match(text, "(?s).*\u03a3.*"))
@@ -251,8 +274,9 @@ def lower_utf8(text):
     return text
 
 
+@_graph_code
 def preprocess_text_graph(text, lower=True):
-    """In-graph `tokenization.preprocess_text(text, lower=lower)` for a string tensor of any shape."""
+    """In-graph `tokenization.preprocess_text(text, lower=lower)` for a [batch] string tensor."""
     text = drop_invalid_utf8(text)
     text = tf.strings.regex_replace(text, char_class("python_space") + "+", " ")
     text = tf.strings.regex_replace(text, "^ | $", "")
@@ -265,6 +289,7 @@ def preprocess_text_graph(text, lower=True):
     return text
 
 
+@_graph_code
 def basic_tokenize_graph(text, do_lower_case=True):
     """In-graph `wordpiece.BasicTokenizer(do_lower_case).tokenize` for a [batch] string tensor -> ragged words."""
     text = drop_invalid_utf8(text)
@@ -280,16 +305,19 @@ def basic_tokenize_graph(text, do_lower_case=True):
     return tf.strings.split(text)
 
 
+@_graph_code
 def _ragged_first_n(rt, n):
     """Keeps the first `n[i]` items of row `i` of a 2-D ragged tensor."""
     positions = tf.ragged.range(rt.row_lengths())
     return tf.ragged.boolean_mask(rt, positions < tf.expand_dims(n, 1))
 
 
+@_graph_code
 def _column(value, batch_size, dtype):
     return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch_size, 1]), tf.cast(value, dtype)))
 
 
+@_graph_code
 def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     """`[CLS] A [SEP] (B [SEP])`, truncated and zero-padded to `max_seq_length`, from ragged int32 ids.
 
@@ -472,13 +500,14 @@ class AlbertTextPreprocessor(keras.layers.Layer):
             if self.do_lower_case:
                 _lowercase_patches()
                 _sigma_context_ranges()
+            asset = tf.saved_model.Asset(self._asset_path())
         # Attributes (not a dict) so that Keras/TensorFlow tracking saves the resources with the layer.
         self._sp_tokenizer = resources.get("sentencepiece")
         self._id_to_piece = resources.get("id_to_piece")
         self._piece_table = resources.get("piece_table")
         self._vocab_table = resources.get("table")
         self._wp_tokenizer = resources.get("wordpiece")
-        self.tokenizer_asset = tf.saved_model.Asset(self._asset_path())
+        self.tokenizer_asset = asset  # the tokenizer file travels with any SavedModel that tracks this layer
         self._resources = resources
         return resources
 
@@ -514,6 +543,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
             texts = tf.expand_dims(texts, 0)
         return texts
 
+    @_graph_code
     def tokenize(self, texts):
         """Tokens of each text (ragged [batch, (tokens)] strings), as `FullTokenizer.tokenize` gives them."""
         self._ensure_resources()
@@ -526,15 +556,25 @@ class AlbertTextPreprocessor(keras.layers.Layer):
         words = words.with_flat_values(tf.where(too_long, wordpiece.UNK_TOKEN, flat))
         return self._wp_tokenizer.tokenize(words).merge_dims(1, 2)
 
+    @_graph_code
     def tokenize_to_ids(self, texts):
         """Token ids of each text (ragged [batch, (tokens)] int32), as `FullTokenizer.convert_tokens_to_ids`."""
-        tokens = self.tokenize(texts)
-        if self.is_sentencepiece:
-            ids = tf.ragged.map_flat_values(self._piece_table.lookup, tokens)
-        else:
-            ids = tf.ragged.map_flat_values(self._vocab_table.lookup, tokens)
-        return tf.cast(ids, tf.int32)
+        return self.convert_tokens_to_ids(self.tokenize(texts))
 
+    @_graph_code
+    def convert_tokens_to_ids(self, tokens):
+        """Ids of string tokens (any shape, ragged or not) as int32, as `FullTokenizer.convert_tokens_to_ids`.
+
+        Tokens outside the vocabulary get the unknown id in SentencePiece mode and -1 in WordPiece mode (where
+        the Python tokenizer would raise a KeyError; `tokenize` never produces such tokens).
+        """
+        self._ensure_resources()
+        table = self._piece_table if self.is_sentencepiece else self._vocab_table
+        if isinstance(tokens, tf.RaggedTensor):
+            return tf.cast(tf.ragged.map_flat_values(table.lookup, tokens), tf.int32)
+        return tf.cast(table.lookup(tf.convert_to_tensor(tokens, tf.string)), tf.int32)
+
+    @_graph_code
     def _sentencepiece_pieces(self, texts):
         def sp_pieces(text):
             ids = self._sp_tokenizer.tokenize(text).with_row_splits_dtype(tf.int64)
@@ -567,6 +607,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
         per_piece = tf.gather(tf.concat([kept, replaced], axis=0), tf.where(matched, hit_rank, kept_rank))
         return pieces.with_flat_values(per_piece).merge_dims(1, 2)
 
+    @_graph_code
     def pack(self, ids_a, ids_b=None):
         """Packs ragged int ids of one or two segments into the output dict (see the class docstring)."""
         resources = self._ensure_resources()
@@ -577,6 +618,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
     def build(self, input_shape=None):
         self.built = True
 
+    @_graph_code
     def call(self, inputs):
         if isinstance(inputs, dict):
             raise TypeError("AlbertTextPreprocessor takes a string tensor or a tuple (text_a, text_b), not a dict")
@@ -611,9 +653,11 @@ class TextPreprocessorModule(tf.Module):
     """A `tf.Module` exposing an `AlbertTextPreprocessor` through functions with string input signatures.
 
     Functions (all take [batch] string tensors): `encode(text)` and `encode_pair(text_a, text_b)` return the dict
-    of `input_ids`/`input_mask`/`segment_ids`; `tokenize(text)` returns ragged string tokens and
-    `tokenize_to_ids(text)` ragged int32 ids; `tokenization_info()` returns the attached tokenizer file's path
-    (`vocab_file`, as in the original's TF-Hub modules, even for a SentencePiece model) and `do_lower_case`.
+    of `input_ids`/`input_mask`/`segment_ids`; `tokenize(text)` returns ragged string tokens,
+    `tokenize_to_ids(text)` ragged int32 ids, and `tokenize_with_ids(text)` both (keys `tokens`, `ids`);
+    `tokenization_info()` returns the attached tokenizer file's path (`vocab_file`, as in the original's TF-Hub
+    modules, even for a SentencePiece model) and `do_lower_case`. The tokenization graph is built once, in
+    `tokenize_with_ids`, and the other functions call it, which keeps tracing, the SavedModel and loading small.
     """
 
     def __init__(self, preprocessor, name=None):
@@ -625,24 +669,32 @@ class TextPreprocessorModule(tf.Module):
         self.max_seq_length = tf.Variable(preprocessor.max_seq_length, trainable=False, name="max_seq_length")
         self.is_sentencepiece = tf.Variable(preprocessor.is_sentencepiece, trainable=False, name="is_sentencepiece")
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-    def encode(self, text):
-        return self.preprocessor(text)
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def tokenize_with_ids(self, text):
+        tokens = self.preprocessor.tokenize(text)
+        return {"tokens": tokens, "ids": self.preprocessor.convert_tokens_to_ids(tokens)}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
-                                  tf.TensorSpec([None], tf.string, name="text_b")])
-    def encode_pair(self, text_a, text_b):
-        return self.preprocessor((text_a, text_b))
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def tokenize(self, text):
-        return self.preprocessor.tokenize(text)
+        return self.tokenize_with_ids(text)["tokens"]
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def tokenize_to_ids(self, text):
-        return self.preprocessor.tokenize_to_ids(text)
+        return self.tokenize_with_ids(text)["ids"]
 
-    @tf.function(input_signature=[])
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                                   tf.TensorSpec([None], tf.string, name="text_b")])
+    def encode_pair(self, text_a, text_b):
+        ids = self.tokenize_with_ids(tf.concat([text_a, text_b], axis=0))["ids"]
+        batch_size = tf.shape(text_a, out_type=tf.int64)[0]
+        return self.preprocessor.pack(ids[:batch_size], ids[batch_size:])
+
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def encode(self, text):
+        # An empty second text gives the single-text layout (as in `tokenization.encode_pair`).
+        return self.encode_pair(text, tf.fill(tf.shape(text), ""))
+
+    @tf.function(autograph=False, input_signature=[])
     def tokenization_info(self):
         return {"vocab_file": self.tokenizer_file.asset_path, "do_lower_case": self.do_lower_case}
 
@@ -655,9 +707,7 @@ def export_text_preprocessor(preprocessor, export_dir):
     (= `encode`, input `text`) and `encode_pair` (inputs `text_a`, `text_b`).
     """
     module = TextPreprocessorModule(preprocessor)
-    signatures = {
-        "serving_default": module.encode.get_concrete_function(),
-        "encode_pair": module.encode_pair.get_concrete_function(),
-    }
+    # Passing the tf.functions (not concrete functions traced beforehand) lets saving trace each one only once.
+    signatures = {"serving_default": module.encode, "encode_pair": module.encode_pair}
     tf.saved_model.save(module, export_dir, signatures=signatures)
     return export_dir
