@@ -32,7 +32,7 @@ def pretraining_losses(outputs, features):
     return mlm_loss, mlm_correct, sop_loss, sop_correct
 
 
-class AlbertPretrainer(AlbertForPretraining):
+class AlbertPretrainer(training.LocalBatchSymbolicBuild, AlbertForPretraining):
     """`AlbertForPretraining` that trains itself with `fit` (MLM + SOP) and reports the original's metrics:
     masked_lm_accuracy, masked_lm_loss, sentence_order_accuracy, sentence_order_loss (plus loss and
     learning_rate while training)."""
@@ -80,12 +80,12 @@ class AlbertPretrainer(AlbertForPretraining):
         self._update_metrics(features, mlm_loss, mlm_correct, sop_loss, sop_correct)
         results = self._results()
         results["learning_rate"] = tf.cast(self.optimizer.learning_rate, tf.float32)
-        return results
+        return training.multi_worker_logs(results)
 
     def test_step(self, data):
         outputs = self(data, training=False)
         self._update_metrics(data, *pretraining_losses(outputs, data))
-        return self._results()
+        return training.multi_worker_logs(self._results())
 
     def get_config(self):
         return {**super().get_config(), "clip_norm": self.clip_norm}
@@ -132,13 +132,15 @@ class PretrainingParams:
     log_every: int = 100
 
 
-def _datasets(params, strategy, skip_batches):
+def _datasets(params, strategy, steps_done):
     def train_fn(context):
         batch = context.get_per_replica_batch_size(params.train_batch_size)
         ds = records.pretraining_dataset(params.input_file, params.max_seq_length,
                                          params.max_predictions_per_seq, batch, is_training=True,
                                          seed=params.seed, input_context=context)
-        return ds.skip(skip_batches) if skip_batches else ds
+        # Each step takes one batch per replica; a pipeline feeds num_replicas / num_pipelines replicas.
+        skip = steps_done * context.num_replicas_in_sync // context.num_input_pipelines
+        return ds.skip(skip) if skip else ds
 
     def eval_fn(context):
         batch = context.get_per_replica_batch_size(params.eval_batch_size)

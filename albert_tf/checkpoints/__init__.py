@@ -82,7 +82,10 @@ def ensure_built(model):
     if not model.weights:
         from albert_tf.modeling import dummy_inputs  # pylint: disable=import-outside-toplevel
 
-        model(dummy_inputs(num_predictions=1 if hasattr(model, "masked_lm") else None), training=False)
+        inputs = dummy_inputs(num_predictions=1 if hasattr(model, "masked_lm") else None)
+        if hasattr(model, "num_choices"):  # multiple choice: [batch, num_choices, seq]
+            inputs = {k: tf.repeat(v[:, None], model.num_choices, axis=1) for k, v in inputs.items()}
+        model(inputs, training=False)
 
 
 def _assign_all(pairs):
