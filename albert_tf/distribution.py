@@ -6,10 +6,13 @@ hand Keras a per-replica dataset made by `strategy.distribute_datasets_from_func
 
 import json
 import os
+import socket
 
 import tensorflow as tf
 
 STRATEGIES = ("tpu", "mirrored", "multi_worker", "one_device", "default")
+# Seconds allowed for each network step of finding a TPU (metadata server, Cloud TPU API, worker port).
+TPU_CONNECT_TIMEOUT = 10.0
 
 
 class StrategyError(RuntimeError):
@@ -30,14 +33,16 @@ def get_strategy(name="default", tpu_name=None, tpu_zone=None, gcp_project=None,
     if name not in STRATEGIES:
         raise StrategyError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {name!r}")
     if name == "tpu":
+        where = f"tpu_name={tpu_name!r}, tpu_zone={tpu_zone!r}, gcp_project={gcp_project!r}"
         try:
-            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-                tpu=tpu_name or master or "", zone=tpu_zone, project=gcp_project)
+            resolver = _tpu_resolver(tpu_name or master or "", tpu_zone, gcp_project)
             tf.config.experimental_connect_to_cluster(resolver)
             tf.tpu.experimental.initialize_tpu_system(resolver)
-        except (ValueError, RuntimeError, tf.errors.OpError) as err:
-            raise StrategyError(f"--strategy=tpu (or --use_tpu): no TPU could be reached (tpu_name="
-                                f"{tpu_name!r}, tpu_zone={tpu_zone!r}, gcp_project={gcp_project!r}): {err}") from None
+        except StrategyError as err:
+            raise StrategyError(f"--strategy=tpu (or --use_tpu): no TPU could be reached ({where}): {err}") from None
+        except Exception as err:  # pylint: disable=broad-except  (URLError, ValueError, OpError, ImportError...)
+            raise StrategyError(f"--strategy=tpu (or --use_tpu): no TPU could be reached ({where}): "
+                                f"{type(err).__name__}: {err}") from None
         return tf.distribute.TPUStrategy(resolver)
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
@@ -50,6 +55,29 @@ def get_strategy(name="default", tpu_name=None, tpu_zone=None, gcp_project=None,
         device = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
         return tf.distribute.OneDeviceStrategy(device)
     return tf.distribute.get_strategy()
+
+
+def _tpu_resolver(tpu, zone, project):
+    """`TPUClusterResolver`, with a time limit on its network look-ups and a check that the TPU's workers listen.
+
+    The resolver asks the GCE metadata server for the zone and project (and the Cloud TPU API for a named
+    TPU's address) with no timeout, and `experimental_connect_to_cluster` waits indefinitely for a worker
+    address that does not answer; both are bounded by `TPU_CONNECT_TIMEOUT` here.
+    """
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(TPU_CONNECT_TIMEOUT)
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu, zone=zone, project=project)
+        workers = resolver.cluster_spec().as_dict().get("worker", [])
+    finally:
+        socket.setdefaulttimeout(previous)
+    for address in workers:
+        host, _, port = str(address).rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=TPU_CONNECT_TIMEOUT).close()
+        except (OSError, ValueError) as err:
+            raise StrategyError(f"TPU worker {address} does not answer ({err})") from None
+    return resolver
 
 
 def is_chief(strategy):

@@ -19,6 +19,7 @@ from keras import ops
 DEFAULT_EXCLUDE = ("LayerNorm", "layer_norm", "bias")
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     """Polynomial decay from `learning_rate` to 0 over `num_train_steps`, after a linear warmup.
 
@@ -94,6 +95,7 @@ class _OriginalAdamBase(keras.optimizers.Optimizer):
         return config
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class AdamWeightDecay(_OriginalAdamBase):
     """The original's AdamWeightDecayOptimizer: Adam without bias correction, decoupled L2 decay.
 
@@ -105,6 +107,7 @@ class AdamWeightDecay(_OriginalAdamBase):
         self.assign_sub(variable, ops.cast(learning_rate, variable.dtype) * update)
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
 class LAMB(_OriginalAdamBase):
     """The original's LAMB: the AdamWeightDecay update scaled per variable by the trust ratio.
 

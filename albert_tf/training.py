@@ -151,6 +151,35 @@ class StepLogger(keras.callbacks.Callback):
             logging.info("step %d/%d: %s", step, self.total_steps, shown)
 
 
+class StepSummaries(keras.callbacks.Callback):
+    """TensorBoard scalars of the training logs (losses, accuracies, learning_rate) against the global step,
+    written after every call into the device (every `steps_per_execution` steps).
+
+    Used instead of `keras.callbacks.TensorBoard`, which counts `on_train_batch_end` calls (executions, not
+    steps), restarts that count at 0 in a resumed run, and with `update_freq=N` records every N-th call only,
+    its epoch summaries falling under the same condition (most were dropped).
+    """
+
+    def __init__(self, log_dir):
+        super().__init__()
+        self.log_dir = log_dir
+        self._writer = None
+
+    def on_train_begin(self, logs=None):
+        self._writer = tf.summary.create_file_writer(self.log_dir)
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        with self._writer.as_default():
+            for name, value in (logs or {}).items():
+                tf.summary.scalar(name, float(np.asarray(value)), step=step)
+
+    def on_train_end(self, logs=None):
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
 def plan_steps(num_train_steps, save_checkpoints_steps, iterations_per_loop, done):
     """Epoch layout for `fit`: (steps_per_epoch, epochs, initial_epoch, steps_per_execution).
 
@@ -191,7 +220,10 @@ def restore_or_initialize(model, directory, keep_checkpoint_max, initialize=None
 
     Returns (checkpoint manager, global step). The optimizer must be built first so its slots restore.
     """
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    # The dropout RNG states (Keras seed generators) are saved too: `model.variables` holds them, but the
+    # model's checkpoint children do not, and without them a resumed run would draw other dropout masks.
+    rng_states = [v.value for v in model.variables if v.path.endswith("seed_generator_state")]
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, rng_states=rng_states)
     manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep_checkpoint_max)
     if manager.latest_checkpoint:
         checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
@@ -218,14 +250,59 @@ def fit_to_step(model, dataset, manager, num_train_steps, save_checkpoints_steps
     all_callbacks = [StopOnNonFiniteLoss(), CheckpointCallback(manager, save_checkpoints_steps, num_train_steps),
                      StopAtStep(num_train_steps), StepLogger(num_train_steps, log_every), *callbacks]
     if log_dir:
-        all_callbacks.append(keras.callbacks.TensorBoard(log_dir, update_freq=per_execution))
+        all_callbacks.append(StepSummaries(log_dir))
     start = time.time()
     model.fit(dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
               callbacks=all_callbacks, verbose=2 if log_every else 0)
     return int(model.optimizer.iterations.numpy()) - done, time.time() - start
 
 
-class ClippedTrainStep:
+def _multi_worker():
+    strategy = tf.distribute.get_strategy()
+    return (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+            and strategy.extended._in_multi_worker_mode())  # pylint: disable=protected-access
+
+
+def multi_worker_logs(logs):
+    """The logs a `train_step`/`test_step` returns, in a shape Keras can reduce across workers.
+
+    Under MultiWorkerMirroredStrategy, Keras 3.15 averages every log over replicas with
+    `strategy.reduce("MEAN", value, axis=0)`, which fails on the scalars steps return ("Invalid reduction
+    dimension 0 for input with 0 dimensions"; tensorflow/tensorflow#72388). There each log is given a length-1
+    axis, which that reduce removes; elsewhere the logs are returned unchanged.
+    """
+    if not _multi_worker():
+        return logs
+    return {name: tf.reshape(value, [1]) for name, value in logs.items()}
+
+
+class LocalBatchSymbolicBuild:
+    """Mixin making Keras 3.15's `fit`/`evaluate` work under MultiWorkerMirroredStrategy.
+
+    Before `fit`/`evaluate`, Keras takes the first distributed batch and averages it across replicas with
+    `strategy.reduce("MEAN", batch)`, only to learn its shapes. MultiWorkerMirroredStrategy's `reduce` does not
+    accept a nested batch (a dict of features): it fails with "Attempt to convert a value
+    ({'input_ids': PerReplica...}) with an unsupported type (<class 'dict'>) to a Tensor". Here each feature's
+    local replica value is used instead: same shapes, no cross-worker traffic, any strategy. Steps must
+    return their logs through `multi_worker_logs` (the default `test_step` is wrapped here).
+    """
+
+    def test_step(self, data):
+        return multi_worker_logs(super().test_step(data))
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        if iterator is not None and getattr(self, "_distribute_strategy", None) is not None:
+            strategy = self._distribute_strategy
+            for _, _, batches in iterator:
+                data_batch = tf.nest.map_structure(
+                    lambda v: strategy.experimental_local_results(v)[0]
+                    if isinstance(v, tf.distribute.DistributedValues) else v, next(batches))
+                break
+            iterator = None
+        return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
+
+class ClippedTrainStep(LocalBatchSymbolicBuild):
     """Mixin for Keras models: the standard compiled-loss `train_step`, with the original's gradient clipping
     (global norm 1.0) done across replicas by `clip_gradients_across_replicas`.
 
@@ -250,4 +327,4 @@ class ClippedTrainStep:
         grads = tape.gradient(scaled, self.trainable_weights)
         grads = clip_gradients_across_replicas(grads, self.clip_norm, loss_scale_of(self.optimizer))
         self.optimizer.apply(grads, self.trainable_weights)
-        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+        return multi_worker_logs(self.compute_metrics(x, y, y_pred, sample_weight=sample_weight))
