@@ -32,16 +32,18 @@ def clip_gradients_across_replicas(grads, clip_norm=1.0, loss_scale=1.0):
     Keras sums gradients over replicas after the optimizer would clip them, so clipping there would clip
     each replica's part separately. Here the norm is taken of the summed gradient (divided by the loss scale
     under float16), which makes a distributed step equal to a single-device step on the same global batch.
-    Dense copies are taken of sparse (embedding) gradients.
+    Dense copies are taken of sparse (embedding) gradients; `None` gradients (unused weights, such as the
+    pooler under a span head) stay `None` and the optimizer skips them.
     """
     grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+    present = [g for g in grads if g is not None]
     context = tf.distribute.get_replica_context()
-    summed = grads
+    summed = present
     if context is not None and context.num_replicas_in_sync > 1:
-        summed = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        summed = context.all_reduce(tf.distribute.ReduceOp.SUM, present)
     norm = tf.linalg.global_norm(summed) / tf.cast(loss_scale, tf.float32)
     factor = clip_norm / tf.maximum(norm, clip_norm)
-    return [g * tf.cast(factor, g.dtype) for g in grads]
+    return [None if g is None else g * tf.cast(factor, g.dtype) for g in grads]
 
 
 def global_sum(value):
