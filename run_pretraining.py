@@ -18,6 +18,7 @@ from absl import app, flags, logging
 from albert_tf import flags as albert_flags
 from albert_tf.config import AlbertConfig
 from albert_tf.pretraining import PretrainingParams, run_pretraining
+from albert_tf.tokenization import FullTokenizer, TokenizerError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "data")
@@ -73,8 +74,33 @@ DEMO_EVAL_BOOK = "gutenberg-chesterton-thursday.txt"
 
 def _apply_demo_defaults():
     for name, value in DEMO.items():
+        if name == "spm_model_file" and FLAGS.vocab_file:
+            continue  # a WordPiece vocabulary given for the demo replaces the SentencePiece model
         if not FLAGS[name].present:
             FLAGS[name].value = value
+
+
+def _check_tokenizer(config):
+    """Loads the (local) tokenizer to attach to the export, so that a wrong path fails now rather than after
+    training, and checks that its ids fit the model's embedding table. Returns the file (None without one)."""
+    if FLAGS.spm_model_file and FLAGS.vocab_file:
+        logging.warning("Both --spm_model_file and --vocab_file given: the SentencePiece model is used, "
+                        "--vocab_file is ignored.")
+    tokenizer_file = FLAGS.spm_model_file or FLAGS.vocab_file
+    if not tokenizer_file or "://" in tokenizer_file:  # remote files are attached at export time, unchecked
+        return tokenizer_file
+    try:
+        tokenizer = FullTokenizer(spm_model_file=FLAGS.spm_model_file,
+                                  vocab_file=None if FLAGS.spm_model_file else FLAGS.vocab_file,
+                                  do_lower_case=FLAGS.do_lower_case)
+    except (TokenizerError, OSError) as err:
+        raise app.UsageError(str(err)) from None
+    size = max(tokenizer.vocab.values()) + 1
+    if size > config.vocab_size:
+        raise app.UsageError(f"{tokenizer_file} has {size} tokens but the albert config's vocab_size is "
+                             f"{config.vocab_size}: its ids would not fit the embedding table (for the Chinese "
+                             f"vocab_chinese.txt use a config with vocab_size 21128)")
+    return tokenizer_file
 
 
 def _build_demo_data(data_dir):
@@ -95,7 +121,8 @@ def _build_demo_data(data_dir):
                                                 dupe_factor=2, random_seed=FLAGS.random_seed)
     for inputs, output in ((train_books, train_file), (eval_books, eval_file)):
         stats = pretraining_data.create_pretraining_data(
-            ",".join(inputs), [output], spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case,
+            ",".join(inputs), [output], spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
+            do_lower_case=FLAGS.do_lower_case,
             config=config, num_workers=FLAGS.num_workers)
         print(f"  {stats.instances} pretraining instances -> {output}")
     return train_file, eval_file
@@ -113,6 +140,7 @@ def main(argv):
         if not FLAGS[name].value:
             raise app.UsageError(f"--{name} is required")
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    tokenizer_file = _check_tokenizer(config)
     start = time.time()
     input_file, eval_input_file = FLAGS.input_file, FLAGS.eval_input_file
     if demo:
@@ -132,7 +160,7 @@ def main(argv):
         tpu_name=FLAGS.tpu_name, tpu_zone=FLAGS.tpu_zone, gcp_project=FLAGS.gcp_project, master=FLAGS.master,
         mixed_precision=FLAGS.mixed_precision, jit_compile=FLAGS.jit_compile,
         export_dir=export_dir if FLAGS.do_train else FLAGS.export_dir,
-        tokenizer_file=FLAGS.spm_model_file or FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+        tokenizer_file=tokenizer_file, do_lower_case=FLAGS.do_lower_case,
         seed=FLAGS.random_seed, log_every=FLAGS.log_every)
     outcome = run_pretraining(params)
 

@@ -25,7 +25,10 @@ Instances (per document, as the original's `create_instances_from_document`)
 Masking (as the original's `create_masked_lm_predictions`)
   Candidates are whole words: in SentencePiece mode a word starts at a piece beginning with "▁" or "<", at a
   punctuation piece, or at a piece with a character outside a-z/punctuation; in WordPiece mode a "##" piece
-  continues the previous word. [CLS]/[SEP] are never candidates. The budget is
+  continues the previous word. [CLS]/[SEP] are never candidates. WordPiece mode only (a fix): "##" pieces at the
+  start of a segment, whose word's head was cut off by truncation, are not candidates either (the original makes
+  them a word of their own at the start of A, and joins them to A's last word across [SEP] at the start of B), so
+  a masked span never starts on a "##" piece. The budget is
   `min(max_predictions_per_seq, max(1, round(len(tokens) * masked_lm_prob)))`. Candidates are visited in random
   order; at each, an n-gram length n in 1..`ngram` is drawn with p(n) proportional to 1/n (reversed when
   `favor_shorter_ngram` is false) and shortened while it would overflow the budget; an n-gram that still
@@ -712,17 +715,30 @@ def mask_instance(docs, instance, config, tables, rng, cdf, drawn=None, accepted
     n_cand = la + b1 - b0
     if config.masked_lm_prob == 0:
         return [], []
+    cand_pos = None  # candidate index -> offset in A + B, when some pieces are not candidates
     if config.do_whole_word_mask:
-        word_start = docs.word_start
-        group_starts = np.flatnonzero(np.concatenate((word_start[a0:a1], word_start[b0:b1]))).tolist()
-        if not group_starts or group_starts[0] != 0:
+        starts = np.concatenate((docs.word_start[a0:a1], docs.word_start[b0:b1]))
+        if not tables.is_sentencepiece and not (starts[0] and (la == n_cand or starts[la])):
+            # WordPiece: a segment that begins with "##" pieces lost their word's head to truncation. Those
+            # orphaned pieces are not candidates: they would start a masked span on a "##" piece (start of A) or
+            # join the last word of A across [SEP] (start of B).
+            keep = np.ones(n_cand, dtype=bool)
+            for lo, hi in ((0, la), (la, n_cand)):
+                heads = np.flatnonzero(starts[lo:hi])
+                keep[lo:lo + (int(heads[0]) if heads.size else hi - lo)] = False
+            cand_pos = np.flatnonzero(keep)
+            starts = starts[cand_pos]
+        group_starts = np.flatnonzero(starts).tolist()
+        if starts.size and group_starts[:1] != [0]:
             group_starts.insert(0, 0)  # the first candidate always starts a group
+        group_starts.append(starts.size)
     else:
-        group_starts = list(range(n_cand))
-    group_starts.append(n_cand)
+        group_starts = list(range(n_cand + 1))
     budget = min(config.max_predictions_per_seq, max(1, int(round((n_cand + 3) * config.masked_lm_prob))))
     covered = bytearray(len(group_starts) - 1)
     chosen = choose_ngrams(group_starts, budget, cdf, rng, covered, drawn, accepted)
+    if cand_pos is not None:
+        chosen = cand_pos[chosen].tolist()
     rand = rng.random
     mask_id = tables.mask_id
     outputs = {}
@@ -735,7 +751,8 @@ def mask_instance(docs, instance, config, tables, rng, cdf, drawn=None, accepted
             outputs[c] = int(tables.vocab_ids[rng.randint(0, tables.vocab_size - 1)])
     if config.do_permutation:
         tokens = docs.tokens
-        selected = sorted(choose_ngrams(group_starts, budget, cdf, rng, covered))
+        selected = choose_ngrams(group_starts, budget, cdf, rng, covered)
+        selected = sorted(cand_pos[selected].tolist() if cand_pos is not None else selected)
         targets = list(selected)
         rng.shuffle(targets)
         for src, tgt in zip(selected, targets):
