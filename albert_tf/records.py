@@ -164,21 +164,28 @@ def pretraining_dataset(file_patterns, max_seq_length, max_predictions_per_seq, 
         return dataset.map(decode, num_parallel_calls=num_cpu_threads).prefetch(autotune)
 
     deterministic = seed is not None
-    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
+    file_names = tf.constant(files)
     # Every iterator over the returned dataset must yield the same batches (Keras and tf.distribute may open
-    # extra iterators; resuming skips the batches already seen), so shuffles never depend on iterator count:
-    # each pass over the files gets its own seed (seed + pass number) and the record buffer is not reshuffled.
+    # extra iterators; resuming skips the batches already seen), so shuffles never depend on iterator count or
+    # TF's global seed: pass n over the files is a stateless shuffle keyed by (seed, n), and the record buffer
+    # is not reshuffled.
     if seed is None:
-        dataset = dataset.shuffle(len(files), reshuffle_each_iteration=True).repeat()
+        dataset = tf.data.Dataset.from_tensor_slices(file_names).shuffle(len(files), reshuffle_each_iteration=True)
+        dataset = dataset.repeat()
     else:
-        passes = tf.data.Dataset.counter()
-        dataset = passes.flat_map(lambda n: dataset.shuffle(len(files), seed=seed + n,
-                                                            reshuffle_each_iteration=False))
+        def one_pass(n):
+            key = tf.stack([tf.constant(seed, tf.int64), n])
+            return tf.data.Dataset.from_tensor_slices(tf.random.experimental.stateless_shuffle(file_names, key))
+
+        dataset = tf.data.Dataset.counter().flat_map(one_pass)
     dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=max(1, min(num_cpu_threads, len(files))),
                                  num_parallel_calls=autotune, deterministic=deterministic)
     if shard_records:
         dataset = dataset.shard(pipelines, index)
-    dataset = dataset.shuffle(1024, seed=seed, reshuffle_each_iteration=seed is None)
+    if seed is None:
+        dataset = dataset.shuffle(1024, reshuffle_each_iteration=True)
+    else:
+        dataset = dataset.shuffle(1024, seed=seed, reshuffle_each_iteration=False)
     dataset = dataset.batch(batch_size, drop_remainder=True)
     dataset = dataset.map(decode, num_parallel_calls=num_cpu_threads, deterministic=deterministic)
     return dataset.prefetch(autotune)

@@ -38,3 +38,19 @@ def pytest_configure(config):
     # Slow tests still run in CI (`.ci/run` runs everything); the marker lets a developer skip them locally
     # with `-m "not slow"`.
     config.addinivalue_line("markers", "slow: slower test (XLA compile, subprocess); still run in CI")
+
+
+@pytest.fixture(scope="session")
+def pretraining_records(tmp_path_factory, spm_model_file):
+    """Pretraining TFRecords (max_seq_length 64, max_predictions_per_seq 10; a dozen or so instances) made by
+    `create_pretraining_data` from `data/corpus/sample_text.txt` with dupe_factor 1.
+
+    Returns (path, max_seq_length, max_predictions_per_seq).
+    """
+    from albert_tf.pretraining_data import PretrainingConfig, create_pretraining_data
+
+    path = str(tmp_path_factory.mktemp("pretraining_records") / "sample.tfrecord")
+    config = PretrainingConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1, random_seed=7)
+    create_pretraining_data(os.path.join(DATA_DIR, "corpus", "sample_text.txt"), [path],
+                            spm_model_file=spm_model_file, config=config, num_workers=1)
+    return path, 64, 10

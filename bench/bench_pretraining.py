@@ -1,0 +1,166 @@
+r"""Pretraining throughput on this machine: the full training step, the input pipeline alone, a checkpoint save.
+
+    python bench/bench_pretraining.py                  # base_v2 at seq 128 batch 8, and the demo's tiny config
+    python bench/bench_pretraining.py --base_steps=10 --tiny_steps=400
+
+Measures, on pretraining records made from the shipped corpus (seq 128, 20 predictions, as the demo's):
+  * the full step (`AlbertPretrainer` under `fit`: tf.data input, forward, MLM + SOP loss, backward, clipping
+    across replicas, LAMB) in steps/s and examples/s, for the base_v2 shape (batch --base_batch_size, one step
+    per call into TF) and for `data/albert_config_tiny.json` with the demo's batch 32 (--tiny_per_loop steps per
+    call). The first --warmup_calls calls (tracing, pipeline warm-up) are excluded: the rate is taken between
+    the callbacks that follow;
+  * the input pipeline alone (`records.pretraining_dataset`, as training reads it) in examples/s, and its ratio
+    to what each model consumes (the issue's target: at least 10x);
+  * the cost of one checkpoint save of the base model with its LAMB state (`tf.train.CheckpointManager.save`, as
+    training saves), best of --saves.
+The load average is printed before and after: other processes on the machine slow every figure.
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+from albert_tf import optimization, records  # noqa: E402
+from albert_tf.config import AlbertConfig  # noqa: E402
+from albert_tf.modeling import dummy_inputs  # noqa: E402
+from albert_tf.pretraining import AlbertPretrainer  # noqa: E402
+from albert_tf.pretraining_data import PretrainingConfig, create_pretraining_data  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_integer("seq_length", 128, "max_seq_length of the records and the model.")
+flags.DEFINE_integer("num_predictions", 20, "max_predictions_per_seq of the records.")
+flags.DEFINE_integer("base_batch_size", 8, "Batch of the base_v2 steps.")
+flags.DEFINE_integer("base_steps", 5, "Timed base_v2 steps (after the warm-up calls).")
+flags.DEFINE_integer("tiny_batch_size", 32, "Batch of the tiny config (the demo's).")
+flags.DEFINE_integer("tiny_per_loop", 10, "Steps per call for the tiny config (the demo runs 50).")
+flags.DEFINE_integer("tiny_steps", 30, "Timed tiny steps (a multiple of --tiny_per_loop).")
+flags.DEFINE_integer("warmup_calls", 1, "Calls into TF excluded from the rates (tracing, warm-up).")
+flags.DEFINE_integer("pipeline_batches", 1000, "Batches of the input pipeline timed (of --tiny_batch_size).")
+flags.DEFINE_integer("saves", 3, "Checkpoint saves timed (best reported).")
+flags.DEFINE_string("records", None, "Pretraining records to read (default: made from two shipped books).")
+flags.DEFINE_string("work_dir", None, "Scratch directory (default: a temporary one, removed at the end).")
+
+
+def load():
+    return "load average %.2f %.2f %.2f" % os.getloadavg()
+
+
+def make_records(work_dir):
+    books = sorted(f for f in os.listdir(os.path.join(REPO, "data", "corpus")) if f.startswith("gutenberg-"))[:2]
+    path = os.path.join(work_dir, "bench.tfrecord")
+    start = time.time()
+    stats = create_pretraining_data(",".join(os.path.join(REPO, "data", "corpus", b) for b in books), [path],
+                                    spm_model_file=os.path.join(REPO, "data", "30k-clean.model"),
+                                    config=PretrainingConfig(max_seq_length=FLAGS.seq_length,
+                                                             max_predictions_per_seq=FLAGS.num_predictions,
+                                                             dupe_factor=1),
+                                    num_workers=2)
+    print(f"records: {stats.instances} instances from {', '.join(books)} in {time.time() - start:.1f} s")
+    return path
+
+
+def dataset(path, batch_size):
+    return records.pretraining_dataset(path, FLAGS.seq_length, FLAGS.num_predictions, batch_size, is_training=True,
+                                       seed=12345)
+
+
+class CallTimes(keras.callbacks.Callback):
+    """Wall time and step after each call into TF."""
+
+    def __init__(self):
+        super().__init__()
+        self.marks = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.marks.append((time.perf_counter(), int(self.model.optimizer.iterations.numpy())))
+
+
+def train_rate(name, config, path, batch_size, per_loop, steps):
+    """(steps/s, examples/s, model) of `fit` on the records, excluding the warm-up calls."""
+    keras.utils.set_random_seed(1)
+    model = AlbertPretrainer(config)
+    model(dummy_inputs(num_predictions=1), training=False)
+    model.compile(optimizer=optimization.create_optimizer("lamb", 1e-4, 10 ** 6, 0), steps_per_execution=per_loop)
+    times = CallTimes()
+    total = steps + FLAGS.warmup_calls * per_loop
+    start = time.perf_counter()
+    model.fit(dataset(path, batch_size), epochs=1, steps_per_epoch=total, callbacks=[times], verbose=0)
+    (t0, s0), (t1, s1) = times.marks[FLAGS.warmup_calls - 1], times.marks[-1]
+    rate = (s1 - s0) / (t1 - t0)
+    params = sum(int(tf.size(v)) for v in model.trainable_variables)
+    print(f"{name}: {params / 1e6:.1f}M parameters, batch {batch_size}, seq {FLAGS.seq_length}, "
+          f"{per_loop} step(s)/call: {rate:.3g} steps/s, {rate * batch_size:.3g} examples/s "
+          f"({1000 / rate:.0f} ms/step; first {FLAGS.warmup_calls} call(s) incl. tracing took "
+          f"{t0 - start:.1f} s)")
+    return rate, rate * batch_size, model
+
+
+def pipeline_rate(path, batch_size, batches):
+    iterator = iter(dataset(path, batch_size))
+    for _ in range(10):  # open files, fill the shuffle buffer
+        next(iterator)
+    start = time.perf_counter()
+    for _ in range(batches):
+        next(iterator)
+    seconds = time.perf_counter() - start
+    rate = batches * batch_size / seconds
+    print(f"input pipeline alone: {batches} batches of {batch_size} in {seconds:.2f} s: {rate:.0f} examples/s")
+    return rate
+
+
+def save_cost(model, work_dir, saves):
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    manager = tf.train.CheckpointManager(checkpoint, os.path.join(work_dir, "ckpt"), max_to_keep=2)
+    times = []
+    for _ in range(saves):
+        start = time.perf_counter()
+        path = manager.save()
+        times.append(time.perf_counter() - start)
+    size = sum(os.path.getsize(os.path.join(os.path.dirname(path), f)) for f in os.listdir(os.path.dirname(path))
+               if f.startswith(os.path.basename(path) + "."))
+    print(f"checkpoint save (base_v2 weights + LAMB m, v): {size / 2 ** 20:.0f} MiB, best {min(times):.2f} s, "
+          f"all {', '.join(f'{t:.2f}' for t in times)} s")
+    return min(times)
+
+
+def main(argv):
+    del argv
+    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {os.cpu_count()} CPUs; {load()}")
+    work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_pretraining.")
+    try:
+        path = FLAGS.records or make_records(work_dir)
+        pipeline = pipeline_rate(path, FLAGS.tiny_batch_size, FLAGS.pipeline_batches)
+
+        tiny = AlbertConfig.from_json_file(os.path.join(REPO, "data", "albert_config_tiny.json"))
+        _, tiny_examples, _ = train_rate("tiny demo config", tiny, path, FLAGS.tiny_batch_size, FLAGS.tiny_per_loop,
+                                         FLAGS.tiny_steps)
+        _, base_examples, base_model = train_rate("base_v2", AlbertConfig.preset("base_v2"), path,
+                                                  FLAGS.base_batch_size, 1, FLAGS.base_steps)
+        seconds = save_cost(base_model, work_dir, FLAGS.saves)
+
+        print("\nsummary")
+        print(f"  base_v2 full step: {base_examples:.3g} examples/s; input pipeline {pipeline:.0f} examples/s = "
+              f"{pipeline / base_examples:.0f}x what it consumes")
+        print(f"  tiny demo full step: {tiny_examples:.3g} examples/s; input pipeline = "
+              f"{pipeline / tiny_examples:.1f}x what it consumes (target >= 10x: "
+              f"{'met' if pipeline >= 10 * max(tiny_examples, base_examples) else 'NOT met'})")
+        print(f"  one base_v2 checkpoint save: {seconds:.2f} s")
+        print(f"  {load()}")
+    finally:
+        if not FLAGS.work_dir:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    app.run(main)
