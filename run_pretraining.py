@@ -65,8 +65,8 @@ DEMO = {
     "spm_model_file": os.path.join(DATA, "30k-clean.model"),
     "output_dir": os.path.join(HERE, "runs", "pretraining_demo"),
     "max_seq_length": 128, "max_predictions_per_seq": 20, "do_train": True, "do_eval": True,
-    "train_batch_size": 32, "eval_batch_size": 32, "learning_rate": 0.005, "num_train_steps": 600,
-    "num_warmup_steps": 60, "save_checkpoints_steps": 200, "iterations_per_loop": 50, "max_eval_steps": 20,
+    "train_batch_size": 32, "eval_batch_size": 32, "learning_rate": 0.005, "num_train_steps": 400,
+    "num_warmup_steps": 40, "save_checkpoints_steps": 100, "iterations_per_loop": 50, "max_eval_steps": 20,
     "log_every": 50,
 }
 DEMO_EVAL_BOOK = "gutenberg-chesterton-thursday.txt"

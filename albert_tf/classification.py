@@ -248,7 +248,7 @@ def export_classifier(model, export_dir, tokenizer_file, do_lower_case=True, max
 # The run.
 
 @dataclasses.dataclass
-class ClassifierParams:
+class ClassifierParams(training.RuntimeParams):
     """Everything a fine-tuning run needs; the fields follow `run_classifier.py`'s flags.
 
     `processor` (a `glue.DataProcessor`) overrides `task_name` + `data_dir` lookup, e.g. a `glue.CsvProcessor`
@@ -280,20 +280,10 @@ class ClassifierParams:
     iterations_per_loop: int = 1000
     optimizer: str = "adamw"
     dropout_prob: float = 0.1
-    strategy: str = "default"
-    use_tpu: bool = False
-    tpu_name: str = None
-    tpu_zone: str = None
-    gcp_project: str = None
-    master: str = None
-    mixed_precision: str = None
-    jit_compile: bool = False
     dynamic_padding: bool = True
     export_dir: str = None
     threshold_to_export: float = None
     best_metric: str = None
-    seed: int = 12345
-    log_every: int = 100
     tensorboard: bool = True
 
 

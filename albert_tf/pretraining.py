@@ -92,7 +92,7 @@ class AlbertPretrainer(training.LocalBatchSymbolicBuild, AlbertForPretraining):
 
 
 @dataclasses.dataclass
-class PretrainingParams:
+class PretrainingParams(training.RuntimeParams):
     """Everything a pretraining run needs; the fields follow `run_pretraining.py`'s flags."""
 
     albert_config: AlbertConfig
@@ -117,19 +117,9 @@ class PretrainingParams:
     iterations_per_loop: int = 1000
     max_eval_steps: int = 100
     init_from_group0: bool = False
-    strategy: str = "default"
-    use_tpu: bool = False
-    tpu_name: str = None
-    tpu_zone: str = None
-    gcp_project: str = None
-    master: str = None
-    mixed_precision: str = None
-    jit_compile: bool = False
     export_dir: str = None
     tokenizer_file: str = None
     do_lower_case: bool = True
-    seed: int = 12345
-    log_every: int = 100
 
 
 def _datasets(params, strategy, steps_done):

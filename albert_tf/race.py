@@ -642,7 +642,7 @@ def export_race_model(model, export_dir, tokenizer_file=None, do_lower_case=True
 
 
 @dataclasses.dataclass
-class RaceParams:
+class RaceParams(training.RuntimeParams):
     """Everything a RACE run needs; the fields and defaults follow `run_race.py`'s flags (the original's)."""
 
     albert_config: AlbertConfig
@@ -673,17 +673,7 @@ class RaceParams:
     save_checkpoints_steps: int = 100
     iterations_per_loop: int = 1000
     optimizer: str = "adamw"
-    strategy: str = "default"
-    use_tpu: bool = False
-    tpu_name: str = None
-    tpu_zone: str = None
-    gcp_project: str = None
-    master: str = None
-    mixed_precision: str = None
-    jit_compile: bool = False
     export_dir: str = None
-    seed: int = 12345
-    log_every: int = 100
 
 
 def build_model(config, dropout_prob=0.1):

@@ -297,7 +297,7 @@ class AlbertForSquad(_TaskModel):
 # Fine-tuning, prediction, evaluation and export runs (what `run_squad.py` drives).
 
 @dataclasses.dataclass
-class SquadRunParams:
+class SquadRunParams(training.RuntimeParams):
     """Everything a SQuAD run needs; the fields follow `run_squad.py`'s flags (the original's names)."""
 
     albert_config: object
@@ -330,16 +330,6 @@ class SquadRunParams:
     dropout_prob: float = 0.1
     null_score_diff_threshold: float = None
     export_dir: str = None
-    strategy: str = "default"
-    use_tpu: bool = False
-    tpu_name: str = None
-    tpu_zone: str = None
-    gcp_project: str = None
-    master: str = None
-    mixed_precision: str = None
-    jit_compile: bool = False
-    seed: int = 12345
-    log_every: int = 100
 
 
 def check_params(params):

@@ -9,6 +9,7 @@ restarted run restores model, optimizer state and step, and the scripts skip the
 (the input pipelines are deterministic for a given seed), so the run continues as if never stopped.
 """
 
+import dataclasses
 import json
 import logging
 import math
@@ -254,7 +255,7 @@ def fit_to_step(model, dataset, manager, num_train_steps, save_checkpoints_steps
     if log_dir:
         all_callbacks.append(StepSummaries(log_dir))
     start = time.time()
-    model.fit(dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
+    model.fit(dataset, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch, shuffle=False,
               callbacks=all_callbacks, verbose=2 if log_every else 0)
     return int(model.optimizer.iterations.numpy()) - done, time.time() - start
 
@@ -330,3 +331,20 @@ class ClippedTrainStep(LocalBatchSymbolicBuild):
         grads = clip_gradients_across_replicas(grads, self.clip_norm, loss_scale_of(self.optimizer))
         self.optimizer.apply(grads, self.trainable_weights)
         return multi_worker_logs(self.compute_metrics(x, y, y_pred, sample_weight=sample_weight))
+
+
+@dataclasses.dataclass(kw_only=True)
+class RuntimeParams:
+    """Where and how a run executes, common to every script's parameters: the distribution flags (the
+    original's TPU flags and `--strategy`), precision, XLA, the seed and the logging interval."""
+
+    strategy: str = "default"
+    use_tpu: bool = False
+    tpu_name: str = None
+    tpu_zone: str = None
+    gcp_project: str = None
+    master: str = None
+    mixed_precision: str = None
+    jit_compile: bool = False
+    seed: int = 12345
+    log_every: int = 100
