@@ -63,6 +63,8 @@ flags.DEFINE_list("label_list", None, "Classifier: label names in index order (s
 flags.DEFINE_float("threshold", None, "Classifier: a classification threshold served as the `threshold` output.")
 flags.DEFINE_bool("version_2_with_negative", False, "SQuAD: the v2.0 head (unanswerable questions).")
 flags.DEFINE_integer("max_query_length", 64, "SQuAD text signature: question pieces kept.")
+flags.DEFINE_integer("max_qa_length", None, "RACE text signature: question+option pieces kept (the last ones; "
+                                            "default min(128, max_seq_length - 3)).")
 flags.DEFINE_integer("max_answer_length", 30, "SQuAD text signature: longest answer span, in pieces.")
 flags.DEFINE_integer("start_n_top", 5, "SQuAD v2.0: beam size over starts.")
 flags.DEFINE_integer("end_n_top", 5, "SQuAD v2.0: beam size over ends.")
@@ -158,7 +160,7 @@ def _eval_features(task, data_dir, tokenizer, seq_length, max_examples):
 def run(export_type, export_dir, overwrite=False, albert_config_file=None, init_checkpoint=None,
         spm_model_file=None, vocab_file=None, do_lower_case=True, max_seq_length=None, num_labels=2,
         label_list=None, threshold=None, version_2_with_negative=False, max_query_length=64, max_answer_length=30,
-        start_n_top=5, end_n_top=5, null_score_diff_threshold=None, tflite_model="encoder",
+        start_n_top=5, end_n_top=5, null_score_diff_threshold=None, max_qa_length=None, tflite_model="encoder",
         source_saved_model=None, quantize=None, eval_task=None, eval_data_dir=None, eval_max_examples=1000,
         log=print):
     """Writes the export; returns a dict describing it (`export_dir`, and per type `dirs`, `tflite`, `eval`).
@@ -185,7 +187,9 @@ def run(export_type, export_dir, overwrite=False, albert_config_file=None, init_
     needs_model = export_type != "preprocessing" and not (export_type == "tflite" and source_saved_model)
     if needs_model and config is None:
         raise UsageError("--albert_config_file is required for this export type")
-    default_length = 384 if export_type == "squad" else 128
+    default_length = {"squad": 384, "race": 512}.get(export_type, 128)
+    if max_seq_length is None and config is not None:
+        default_length = min(default_length, config.max_position_embeddings)
     seq_length = max_seq_length or default_length
     if config is not None and seq_length > config.max_position_embeddings:
         raise UsageError(f"--max_seq_length {seq_length} exceeds max_position_embeddings "
@@ -278,8 +282,10 @@ def run(export_type, export_dir, overwrite=False, albert_config_file=None, init_
     elif export_type == "race":
         from albert_tf.race import export_race_model  # pylint: disable=import-outside-toplevel
 
-        outcome["export_dir"] = export_race_model(model, export_dir, tokenizer_file=tokenizer_file,
-                                                  do_lower_case=do_lower_case, overwrite=overwrite)
+        outcome["export_dir"] = export_race_model(
+            model, export_dir, tokenizer_file=tokenizer_file, do_lower_case=do_lower_case, overwrite=overwrite,
+            is_sentencepiece=bool(spm_model_file) if tokenizer_file else None, max_seq_length=seq_length,
+            max_qa_length=max_qa_length or min(128, seq_length - 3))
     return outcome
 
 
@@ -340,7 +346,8 @@ def main(argv):
             threshold=FLAGS.threshold, version_2_with_negative=FLAGS.version_2_with_negative,
             max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length,
             start_n_top=FLAGS.start_n_top, end_n_top=FLAGS.end_n_top,
-            null_score_diff_threshold=FLAGS.null_score_diff_threshold, tflite_model=FLAGS.tflite_model,
+            null_score_diff_threshold=FLAGS.null_score_diff_threshold, max_qa_length=FLAGS.max_qa_length,
+            tflite_model=FLAGS.tflite_model,
             source_saved_model=FLAGS.source_saved_model, quantize=FLAGS.quantize, eval_task=FLAGS.eval_task,
             eval_data_dir=FLAGS.eval_data_dir, eval_max_examples=FLAGS.eval_max_examples)
     except UsageError as err:

@@ -423,6 +423,7 @@ def test_squad_and_race_exports_serve_without_albert_tf(tmp_path):
     assert shown[race_dir]["serving_default"]["inputs"] == race_ids
     assert sorted(shown[race_dir]["serving_default"]["outputs"]) == ["answer", "logits", "prediction",
                                                                      "probabilities"]
+    assert sorted(shown[race_dir]["text"]["inputs"]) == ["article", "options", "question"]
     features = {k: tf.constant(v, tf.int32) for k, v in COLUMNAR_BODY["inputs"].items()}
     expected = squad(features)
     race_features = {k: tf.constant(v["value"], tf.int32) for k, v in race_inputs.items()}

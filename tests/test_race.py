@@ -401,7 +401,8 @@ def test_train_resume_evaluate_predict_export(tiny_config, tmp_path):
     assert len(tsv) == 72
     assert (out / "predict_results.txt").exists()  # the sample's test set has answers
 
-    # the export runs in a fresh process with only tensorflow, and agrees with the in-process predictions
+    # the export runs in a fresh process with only tensorflow (+ tensorflow_text, whose ops the `text` signature
+    # uses), and agrees with the in-process predictions
     from albert_tf.tokenization import FullTokenizer
 
     tokenizer = FullTokenizer(spm_model_file=os.path.join(REPO_ROOT, "data", "30k-clean.model"))
@@ -413,6 +414,7 @@ def test_train_resume_evaluate_predict_export(tiny_config, tmp_path):
         import sys
         import numpy as np
         import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the ops of the `text` signature)
         try:
             import albert_tf
             sys.exit("albert_tf should not be importable here")
@@ -435,6 +437,67 @@ def test_train_resume_evaluate_predict_export(tiny_config, tmp_path):
     expected = np.array([predictions[e.question_id]["probabilities"] for e in chosen])
     np.testing.assert_allclose(served["probabilities"], expected, atol=2e-6)
     assert served["answer"].tolist() == [predictions[e.question_id]["answer"] for e in chosen]
+
+
+def test_text_signature_matches_python_features(tiny_config, tmp_path):
+    """The export's `text` signature (raw article, question, options) gives the probabilities `serving_default`
+    gives on `convert_example`'s features, in a process with only tensorflow and tensorflow_text."""
+    from albert_tf.tokenization import FullTokenizer
+
+    spm_model_file = os.path.join(REPO_ROOT, "data", "30k-clean.model")
+    tokenizer = FullTokenizer(spm_model_file=spm_model_file)
+    examples = race.read_race(SAMPLE_DIR, "dev")
+    # blanks and appended options; the second question is long enough for max_qa_length to cut it
+    chosen = [examples[i] for i in (0, 1, 2, 8)]
+    chosen.append(race.RaceExample("x-0", "middle", "Tom ``walked'' home.  It rained.", "From _ to _ ?",
+                                   ["Six", "SEVEN", "", "  eight  nine "], 0))
+    assert any("_" not in e.question for e in chosen) and any("_" in e.question for e in chosen)
+    model = race.build_model(tiny_config, dropout_prob=0.0)
+    # a head large enough that the probabilities depend visibly on every token (at init they are all ~0.25)
+    kernel = model.output_layer.kernel
+    kernel.assign(np.random.default_rng(0).normal(0.0, 1000.0, kernel.shape).astype(np.float32))
+    export_dir = race.export_race_model(model, str(tmp_path / "export"), tokenizer_file=spm_model_file,
+                                        is_sentencepiece=True, max_seq_length=64, max_qa_length=24)
+    feats = [race.convert_example(e, tokenizer, 64, 24) for e in chosen]
+    assert any(len(f["tokens"][0]) == 64 for f in feats)  # articles were cut to fit
+    np.savez(tmp_path / "inputs.npz", **{k: np.array([f[k] for f in feats], np.int32)
+                                        for k in ("input_ids", "input_mask", "segment_ids")})
+    texts = {"article": [e.article for e in chosen], "question": [e.question for e in chosen],
+             "options": [e.options for e in chosen]}
+    (tmp_path / "texts.json").write_text(json.dumps(texts))
+    script = textwrap.dedent(f"""
+        import json
+        import sys
+        import numpy as np
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the ops)
+        try:
+            import albert_tf
+            sys.exit("albert_tf should not be importable here")
+        except ImportError:
+            pass
+        model = tf.saved_model.load({export_dir!r})
+        inputs = dict(np.load({str(tmp_path / 'inputs.npz')!r}))
+        ids = model.signatures["serving_default"](**{{k: tf.constant(v) for k, v in inputs.items()}})
+        with open({str(tmp_path / 'texts.json')!r}) as f:
+            texts = json.load(f)
+        text = model.signatures["text"](**{{k: tf.constant(v) for k, v in texts.items()}})
+        np.savez({str(tmp_path / 'outputs.npz')!r}, ids=ids["probabilities"].numpy(),
+                 text=text["probabilities"].numpy(), ids_prediction=ids["prediction"].numpy(),
+                 text_prediction=text["prediction"].numpy(),
+                 text_answer=np.array([a.decode() for a in text["answer"].numpy()]))
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    run = subprocess.run([sys.executable, "-c", script], cwd=str(tmp_path), env=env, capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    served = np.load(tmp_path / "outputs.npz")
+    assert served["text"].shape == (len(chosen), race.NUM_CHOICES)
+    assert np.ptp(served["ids"], axis=-1).min() > 0.01, served["ids"]  # the comparison below can tell apart
+    np.testing.assert_allclose(served["text"], served["ids"], atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(served["text_prediction"], served["ids_prediction"])
+    assert served["text_answer"].tolist() == ["ABCD"[p] for p in served["ids_prediction"]]
 
 
 def test_run_race_rejects_bad_settings(tiny_config, tmp_path):
