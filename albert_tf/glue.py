@@ -48,7 +48,7 @@ import uuid
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import tokenization
+from albert_tf import records, tokenization
 
 SPLITS = ("train", "dev", "test")
 RECORD_FORMAT_VERSION = 1
@@ -466,22 +466,11 @@ def _example_proto(features, regression):
     return tf.train.Example(features=tf.train.Features(feature=feature))
 
 
-def file_sha256(path):
-    digest = hashlib.sha256()
-    with tf.io.gfile.GFile(path, "rb") as f:
-        while True:
-            chunk = f.read(1 << 20)
-            if not chunk:
-                break
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def tokenizer_fingerprint(tokenizer):
     """What the features depend on in a `FullTokenizer`: its mode, casing and the hash of its model file."""
     path = tokenizer.spm_model_file or tokenizer.vocab_file
     return {"mode": "sentencepiece" if tokenizer.is_sentencepiece else "wordpiece",
-            "file_sha256": file_sha256(path), "do_lower_case": bool(tokenizer.do_lower_case)}
+            "file_sha256": records.file_sha256(path), "do_lower_case": bool(tokenizer.do_lower_case)}
 
 
 @dataclasses.dataclass
@@ -514,7 +503,7 @@ def cached_features(processor, data_dir, split, tokenizer, max_seq_length, cache
     examples = processor.read_examples(path, split)
     key_fields = {
         "format": RECORD_FORMAT_VERSION, "task": processor.task_name, "split": split,
-        "max_seq_length": int(max_seq_length), "data_sha256": file_sha256(path),
+        "max_seq_length": int(max_seq_length), "data_sha256": records.file_sha256(path),
         "tokenizer": tokenizer_fingerprint(tokenizer), "labels": processor.get_labels(),
         "regression": processor.is_regression,
     }

@@ -39,7 +39,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import checkpoints, distribution, export, optimization, tokenization, training
+from albert_tf import checkpoints, distribution, export, optimization, records, tokenization, training
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import AlbertForMultipleChoice
 
@@ -298,13 +298,6 @@ def _bytes_feature(value):
     return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode("utf-8")]))
 
 
-def _sha256_file(path):
-    digest = hashlib.sha256()
-    with tf.io.gfile.GFile(path, "rb") as f:
-        digest.update(f.read())
-    return digest.hexdigest()[:16]
-
-
 def examples_digest(examples):
     """A hash of the examples' text, labels, ids and order."""
     digest = hashlib.sha256()
@@ -318,7 +311,7 @@ def cache_key(examples, tokenizer, max_seq_length, max_qa_length, order):
     tokenizer_file = tokenizer.spm_model_file or tokenizer.vocab_file
     return json.dumps({"format": CACHE_FORMAT, "max_seq_length": max_seq_length, "max_qa_length": max_qa_length,
                        "do_lower_case": bool(tokenizer.do_lower_case),
-                       "tokenizer": _sha256_file(tokenizer_file) if tokenizer_file else None,
+                       "tokenizer": records.file_sha256(tokenizer_file)[:16] if tokenizer_file else None,
                        "examples": len(examples), "data": examples_digest(examples), "order": order},
                       sort_keys=True)
 

@@ -11,6 +11,7 @@ pipeline it reads the first record of the input files and checks the feature len
 `tf.io.parse_example` reports a mismatch only later, and only as an opaque shape error.
 """
 
+import hashlib
 import struct
 
 import tensorflow as tf
@@ -19,6 +20,16 @@ INT_FEATURES_SEQ = ("input_ids", "input_mask", "segment_ids", "token_boundary")
 INT_FEATURES_PRED = ("masked_lm_positions", "masked_lm_ids")
 # Files whose first record `pretraining_dataset` checks (all of them up to this many; the rest are assumed alike).
 MAX_FILES_CHECKED = 256
+
+
+def file_sha256(path):
+    """Hex sha256 of a file's bytes, read in 1 MiB blocks (GCS paths too): the fingerprint that keys feature
+    caches to the data and tokenizer files they were made from."""
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):

@@ -55,6 +55,7 @@ import zipfile
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.records import file_sha256
 from albert_tf.tokenization import SPIECE_UNDERLINE, preprocess_text
 
 UNIQUE_ID_START = 1000000000
@@ -728,24 +729,13 @@ def read_feature_file(path):
     return [example_to_feature(record.numpy()) for record in tf.data.TFRecordDataset(path)]
 
 
-def _file_digest(path):
-    digest = hashlib.sha256()
-    with tf.io.gfile.GFile(path, "rb") as f:
-        while True:
-            block = f.read(1 << 20)
-            if not block:
-                break
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def features_fingerprint(input_file, tokenizer, max_seq_length, doc_stride, max_query_length, is_training,
                          shuffle_seed=None):
     """A digest of everything the features of `input_file` depend on."""
     parts = {
         "format": FEATURE_FORMAT_VERSION,
-        "input_file": _file_digest(input_file),
-        "spm_model_file": _file_digest(tokenizer.spm_model_file) if tokenizer.spm_model_file else None,
+        "input_file": file_sha256(input_file),
+        "spm_model_file": file_sha256(tokenizer.spm_model_file) if tokenizer.spm_model_file else None,
         "do_lower_case": bool(tokenizer.do_lower_case),
         "max_seq_length": max_seq_length, "doc_stride": doc_stride, "max_query_length": max_query_length,
         "is_training": bool(is_training), "shuffle_seed": shuffle_seed,
