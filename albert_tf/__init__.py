@@ -12,16 +12,19 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 _PUBLIC = {
     "AlbertConfig": "albert_tf.config",
     "ConfigError": "albert_tf.config",
-    "AlbertModel": "albert_tf.modeling",
-    "AlbertForPretraining": "albert_tf.modeling",
-    "AlbertClassifier": "albert_tf.modeling",
-    "AlbertForMultipleChoice": "albert_tf.modeling",
+    "AlbertModel": "albert_tf.model",
+    "AlbertForPretraining": "albert_tf.model",
+    "AlbertClassifier": "albert_tf.model",
+    "AlbertForMultipleChoice": "albert_tf.model",
+    "AlbertForSquad": "albert_tf.model",
+    "FullTokenizer": "albert_tf.text.tokenization",
+    "encode_pair": "albert_tf.text.tokenization",
     "load_checkpoint": "albert_tf.checkpoints",
     "save_checkpoint": "albert_tf.checkpoints",
 }
 
 __all__ = sorted(_PUBLIC)
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name):

@@ -13,6 +13,8 @@ import dataclasses
 import json
 import os
 
+from albert_tf.errors import AlbertError, UsageError
+
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
 
 # Hugging Face activation name -> ours, and back.
@@ -34,7 +36,7 @@ _PRESET_SHAPES = {
 }
 
 
-class ConfigError(ValueError):
+class ConfigError(AlbertError):
     """A config value is missing, mistyped or inconsistent; the message names the field (and file)."""
 
 
@@ -113,6 +115,13 @@ class AlbertConfig:
                 fail(name, f"is {getattr(self, name)}; only {expected} is supported (as in every released "
                            "ALBERT model)")
         return self
+
+    def check_sequence_length(self, length, flag="--max_seq_length"):
+        """Refuses a sequence length the position embeddings do not cover (the one place this is checked)."""
+        if length is not None and int(length) > self.max_position_embeddings:
+            raise UsageError(f"Cannot use sequence length {length} because the ALBERT model was only trained up to "
+                             f"sequence length {self.max_position_embeddings}: {flag} {length} exceeds "
+                             f"max_position_embeddings {self.max_position_embeddings} of the albert config")
 
     # ----------------------------------------------------------- derived sizes
     @property

@@ -26,7 +26,10 @@ import glob
 import json
 import os
 
-from absl import app, flags, logging
+from absl import flags, logging
+
+from albert_tf import cli
+from albert_tf.errors import UsageError
 
 OUTPUT_FORMATS = ("original", "huggingface", "native")
 CONFIG_NAME = "albert_config.json"
@@ -71,7 +74,7 @@ def resolve_config(input_checkpoint, albert_config_file=None):
 
     if albert_config_file:
         if not os.path.isfile(albert_config_file):
-            raise app.UsageError(f"--albert_config_file: no such file: {albert_config_file}")
+            raise UsageError(f"--albert_config_file: no such file: {albert_config_file}")
         return AlbertConfig.from_json_file(albert_config_file), albert_config_file, None
     fmt = detect_format(input_checkpoint)
     if fmt == "huggingface":
@@ -84,7 +87,7 @@ def resolve_config(input_checkpoint, albert_config_file=None):
     beside = _input_config_path(input_checkpoint)
     if beside:
         return AlbertConfig.from_json_file(beside), beside, None
-    raise app.UsageError(
+    raise UsageError(
         f"--albert_config_file is required: the input {input_checkpoint!r} ({fmt} format) carries no config "
         f"and has no {CONFIG_NAME} beside it")
 
@@ -130,7 +133,7 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
             overwrite=False):
     """Converts `input_checkpoint` to `output_format` at `output_path`; returns the `LoadResult`.
 
-    Raises `app.UsageError` for bad arguments or an existing output, `CheckpointError` / `ConfigError`
+    Raises `UsageError` for bad arguments or an existing output, `CheckpointError` / `ConfigError`
     for inputs that cannot be read or do not fit the config.
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -138,23 +141,23 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
     from albert_tf import checkpoints  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints import huggingface, original  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints.original import tf1_entries  # pylint: disable=import-outside-toplevel
-    from albert_tf.modeling import AlbertForPretraining  # pylint: disable=import-outside-toplevel
+    from albert_tf.model import AlbertForPretraining  # pylint: disable=import-outside-toplevel
 
     if not input_checkpoint:
-        raise app.UsageError("--input_checkpoint is required")
+        raise UsageError("--input_checkpoint is required")
     if not output_path:
-        raise app.UsageError("--output_path is required")
+        raise UsageError("--output_path is required")
     if output_format not in OUTPUT_FORMATS:
-        raise app.UsageError(f"--output_format must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}")
+        raise UsageError(f"--output_format must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}")
     if output_format == "huggingface" and os.path.exists(output_path) and not os.path.isdir(output_path):
-        raise app.UsageError(f"--output_path {output_path!r} is a file; the huggingface format writes a directory")
+        raise UsageError(f"--output_path {output_path!r} is a file; the huggingface format writes a directory")
 
     config, config_source, backbone = resolve_config(input_checkpoint, albert_config_file)
     logging.info("Config from %s: %s", config_source, json.dumps(config.to_dict(), sort_keys=True))
     target, config_path, files = output_files(output_path, output_format)
     existing = _existing_output(files, config_path, config)
     if existing and not overwrite:
-        raise app.UsageError(f"--output_path {output_path!r} already holds {', '.join(existing)}; pass "
+        raise UsageError(f"--output_path {output_path!r} already holds {', '.join(existing)}; pass "
                              "--overwrite to replace it")
 
     model = AlbertForPretraining(config)
@@ -187,7 +190,7 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
 
 def main(argv, flag_values=flags.FLAGS):
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+        raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     from albert_tf.checkpoints import CheckpointError  # pylint: disable=import-outside-toplevel
     from albert_tf.config import ConfigError  # pylint: disable=import-outside-toplevel
 
@@ -195,8 +198,8 @@ def main(argv, flag_values=flags.FLAGS):
         convert(flag_values.input_checkpoint, flag_values.output_path, flag_values.output_format,
                 albert_config_file=flag_values.albert_config_file, init_from_group0=flag_values.init_from_group0,
                 overwrite=flag_values.overwrite)
-    except (CheckpointError, ConfigError) as err:
-        raise app.UsageError(str(err)) from None
+    except (CheckpointError, ConfigError) as err:  # the flags are the whole input: a bad one is a usage error
+        raise UsageError(str(err)) from None
 
 
 def run(argv):
@@ -208,7 +211,11 @@ def run(argv):
     main(argv, flag_values=flag_values)
 
 
-if __name__ == "__main__":
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+def console():
+    """The `albert-convert` command (and `python -m albert_tf.convert`)."""
     define_flags()
-    app.run(main)
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    console()

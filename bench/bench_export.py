@@ -31,9 +31,9 @@ import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 
-from albert_tf import export  # noqa: E402
+from albert_tf.serving import encoder, savedmodel, tflite  # noqa: E402
 from albert_tf.config import AlbertConfig  # noqa: E402
-from albert_tf.modeling import AlbertModel, dummy_inputs  # noqa: E402
+from albert_tf.model import AlbertModel, dummy_inputs  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", "base_v2", "AlbertConfig preset of the benchmarked shape (without --albert_config_file).")
@@ -50,7 +50,7 @@ flags.DEFINE_string("output_json", None, "Also write the results here.")
 
 
 def _inputs(config, batch_size, seq_length, seed=0):
-    sample = export.sample_id_inputs([batch_size, seq_length], config.vocab_size, seed=seed)
+    sample = tflite.sample_id_inputs([batch_size, seq_length], config.vocab_size, seed=seed)
     sample["input_mask"][:] = 1  # full-length requests: the cost of seq_length tokens
     return sample
 
@@ -92,13 +92,13 @@ def main(argv):
 
         timings = {}
         t = time.time()
-        saved_model_dir = export.export_encoder(model, os.path.join(work, "saved_model"), overwrite=True)
+        saved_model_dir = encoder.export_encoder(model, os.path.join(work, "saved_model"), overwrite=True)
         timings["export SavedModel"] = time.time() - t
         lite = {}
         for quantize in (None, "dynamic_int8"):
             name = "TFLite int8" if quantize else "TFLite fp32"
             t = time.time()
-            info = export.export_tflite(model, os.path.join(work, f"{name.split()[-1]}.tflite"), quantize=quantize,
+            info = tflite.export_tflite(model, os.path.join(work, f"{name.split()[-1]}.tflite"), quantize=quantize,
                                         seq_length=FLAGS.seq_length, overwrite=True, verify=False)
             timings[f"convert {name}"] = time.time() - t
             lite[name] = info
@@ -111,9 +111,9 @@ def main(argv):
         engines = {"SavedModel fp32": lambda x: {k: v.numpy() for k, v in
                                                  signature(**{n: tf.constant(a) for n, a in x.items()}).items()}}
         for name, info in lite.items():
-            runner = export.TFLiteModel(info.path, num_threads=threads)
+            runner = tflite.TFLiteModel(info.path, num_threads=threads)
             engines[name] = lambda x, runner=runner: runner(**x)
-        sizes = {"SavedModel fp32": export.saved_model_size(saved_model_dir)["total"],
+        sizes = {"SavedModel fp32": savedmodel.saved_model_size(saved_model_dir)["total"],
                  **{name: info.size_bytes for name, info in lite.items()}}
 
         one = _inputs(config, 1, FLAGS.seq_length)

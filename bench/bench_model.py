@@ -34,8 +34,8 @@ import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from albert_tf.config import AlbertConfig  # noqa: E402
-from albert_tf.layers import gelu_tanh  # noqa: E402
-from albert_tf.modeling import AlbertForPretraining, AlbertModel, dummy_inputs  # noqa: E402
+from albert_tf.model.layers import gelu_tanh  # noqa: E402
+from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", "base_v2", "AlbertConfig preset whose shape is benchmarked.")

@@ -83,12 +83,12 @@ class OriginalAlgorithm:
         self.pvals = weights / weights.sum()
 
     def tokenize(self, line):
-        from albert_tf import tokenization  # pylint: disable=import-outside-toplevel
+        from albert_tf.text import tokenization  # pylint: disable=import-outside-toplevel
 
         return tokenization.encode_pieces(self.sp, line)
 
     def read_documents(self, files):
-        from albert_tf import tokenization  # pylint: disable=import-outside-toplevel
+        from albert_tf.text import tokenization  # pylint: disable=import-outside-toplevel
 
         documents = [[]]
         for path in files:
@@ -313,7 +313,7 @@ def _cpu_seconds():
 def _child(spec):
     import tensorflow as tf  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
 
-    from albert_tf import pretraining_data  # pylint: disable=import-outside-toplevel
+    from albert_tf.data import pretraining_data  # pylint: disable=import-outside-toplevel
 
     files = sorted(glob.glob(os.path.join(spec["corpus"], "*.txt")))
     text_bytes = sum(os.path.getsize(f) for f in files)

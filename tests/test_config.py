@@ -97,7 +97,7 @@ def test_preset_names_and_unknown_preset():
 @pytest.mark.parametrize("size", ["base", "large"])
 def test_built_model_parameter_count_equals_formula(size):
     """The built Keras models hold exactly num_parameters() weights (xlarge/xxlarge use the formula only)."""
-    from albert_tf.modeling import AlbertForPretraining, dummy_inputs
+    from albert_tf.model import AlbertForPretraining, dummy_inputs
 
     config = AlbertConfig.preset(f"{size}_v2")
     model = AlbertForPretraining(config)

@@ -13,9 +13,8 @@ from safetensors.numpy import load_file
 
 from albert_tf import convert
 from albert_tf.checkpoints import CheckpointError, load_checkpoint, model_arrays, save_checkpoint
-from albert_tf.checkpoints.original import write_tf1
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling import AlbertForPretraining, AlbertModel, dummy_inputs
+from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(REPO_ROOT, "tests", "fixtures", "reference")

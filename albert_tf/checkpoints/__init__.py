@@ -18,13 +18,15 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.errors import AlbertError
 from albert_tf.checkpoints import huggingface, keras_hub_format, native, original
 from albert_tf.checkpoints.original import tf1_entries
+from albert_tf.model import dummy_inputs
 
 FORMATS = ("original", "huggingface", "keras_hub", "native")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(AlbertError):
     """A checkpoint cannot be read or does not fit the model; the message names the file or variable."""
 
 
@@ -46,6 +48,9 @@ class LoadResult:
 def resolve(path):
     """A checkpoint prefix for a directory holding a TF checkpoint (its latest), else `path` itself."""
     if isinstance(path, str) and os.path.isdir(path):
+        hub_variables = os.path.join(path, "variables", "variables")
+        if os.path.exists(os.path.join(path, "tfhub_module.pb")) and os.path.exists(hub_variables + ".index"):
+            return hub_variables  # a TF1 TF-Hub module: its variables are a TF1 checkpoint
         latest = tf.train.latest_checkpoint(path)
         if latest:
             return latest
@@ -80,8 +85,6 @@ def _encoder_ids(model):
 def ensure_built(model):
     """Builds `model`'s weights with a tiny forward pass if it has none yet."""
     if not model.weights:
-        from albert_tf.modeling import dummy_inputs  # pylint: disable=import-outside-toplevel
-
         inputs = dummy_inputs(num_predictions=1 if hasattr(model, "masked_lm") else None)
         if hasattr(model, "num_choices"):  # multiple choice: [batch, num_choices, seq]
             inputs = {k: tf.repeat(v[:, None], model.num_choices, axis=1) for k, v in inputs.items()}

@@ -15,6 +15,10 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import keras_internals
+from albert_tf.model import (AlbertClassifier, AlbertForMultipleChoice, AlbertForPretraining, AlbertForSquad,
+                             AlbertModel)
+
 # Names in TF1 checkpoints that are training state, not weights.
 _NON_WEIGHT = re.compile(r"(^|/)(global_step|good_steps|loss_scale|current_loss_scale)$|"
                          r"/(adam|lamb)_[mv]$|/(Adam|LAMB|Momentum)(_\d+)?$|beta[12]_power")
@@ -71,16 +75,15 @@ def _layer_norm(prefix, layer, required=True):
 
 def block_entries(scope, block):
     """Entries of one Transformer block (a keras-hub `TransformerEncoder`) under a TF1 layer scope."""
-    attention = block._self_attention_layer
+    parts = keras_internals.transformer_block_parts(block)
     entries = []
-    for part, dense in (("query", attention._query_dense), ("key", attention._key_dense),
-                        ("value", attention._value_dense)):
-        entries += _dense(f"{scope}/attention_1/self/{part}", dense)
-    entries += _dense(f"{scope}/attention_1/output/dense", attention._output_dense)
-    entries += _layer_norm(f"{scope}/LayerNorm", block._self_attention_layer_norm)
-    entries += _dense(f"{scope}/ffn_1/intermediate/dense", block._feedforward_intermediate_dense)
-    entries += _dense(f"{scope}/ffn_1/intermediate/output/dense", block._feedforward_output_dense)
-    entries += _layer_norm(f"{scope}/LayerNorm_1", block._feedforward_layer_norm)
+    for part in ("query", "key", "value"):
+        entries += _dense(f"{scope}/attention_1/self/{part}", parts[part])
+    entries += _dense(f"{scope}/attention_1/output/dense", parts["attention_output"])
+    entries += _layer_norm(f"{scope}/LayerNorm", parts["attention_layer_norm"])
+    entries += _dense(f"{scope}/ffn_1/intermediate/dense", parts["intermediate"])
+    entries += _dense(f"{scope}/ffn_1/intermediate/output/dense", parts["output"])
+    entries += _layer_norm(f"{scope}/LayerNorm_1", parts["output_layer_norm"])
     return entries
 
 
@@ -119,18 +122,54 @@ def pretraining_head_entries(model):
     return entries
 
 
-def tf1_entries(model):
-    """All entries of `model`: an `AlbertModel`, or any model with an `albert` encoder attribute; heads
-    come from the model's `head_entries()` (task models) or the pretraining heads."""
-    from albert_tf.modeling import AlbertModel  # pylint: disable=import-outside-toplevel
+def output_layer_entries(model, num_outputs):
+    """The original's task head of `run_classifier` / `run_race`: `output_weights` [num_outputs, H] (the
+    transpose of our kernel) and `output_bias`."""
+    dense = model.output_layer
+    return [Entry("output_weights", dense.kernel, (num_outputs, model.config.hidden_size), transpose=True,
+                  required=False),
+            Entry("output_bias", dense.bias, (num_outputs,), required=False)]
 
+
+def squad_head_entries(model):
+    """The SQuAD heads under the original's names: v1.1 `cls/squad/output_weights` [2, H] and `output_bias`;
+    v2.0 the answer verifier's `start_logits/dense`, `end_logits/dense_0`, `end_logits/LayerNorm`,
+    `end_logits/dense_1`, `answer_class/dense_0` and `answer_class/dense_1` (no bias)."""
+    h = model.config.hidden_size
+    if not model.version_2:
+        dense = model.output_layer
+        return [Entry("cls/squad/output_weights", dense.kernel, (2, h), transpose=True, required=False),
+                Entry("cls/squad/output_bias", dense.bias, (2,), required=False)]
+
+    def dense(name, layer, in_size, out_size, bias=True):
+        entries = [Entry(f"{name}/kernel", layer.kernel, (in_size, out_size), required=False)]
+        if bias:
+            entries.append(Entry(f"{name}/bias", layer.bias, (out_size,), required=False))
+        return entries
+
+    return (dense("start_logits/dense", model.start_dense, h, 1)
+            + dense("end_logits/dense_0", model.end_dense_0, 2 * h, h)
+            + [Entry("end_logits/LayerNorm/gamma", model.end_layer_norm.gamma, (h,), required=False),
+               Entry("end_logits/LayerNorm/beta", model.end_layer_norm.beta, (h,), required=False)]
+            + dense("end_logits/dense_1", model.end_dense_1, h, 1)
+            + dense("answer_class/dense_0", model.answer_dense_0, 2 * h, h)
+            + dense("answer_class/dense_1", model.answer_dense_1, h, 1, bias=False))
+
+
+def tf1_entries(model):
+    """All entries of `model`: the encoder's under `bert/`, then its head's (pretraining `cls/...`, the
+    classifier's or multiple choice's `output_*`, or SQuAD's)."""
     if isinstance(model, AlbertModel):
         return encoder_entries(model)
     entries = encoder_entries(model.albert)
-    if hasattr(model, "head_entries"):
-        entries += model.head_entries()
-    elif hasattr(model, "masked_lm"):
+    if isinstance(model, AlbertForPretraining):
         entries += pretraining_head_entries(model)
+    elif isinstance(model, AlbertClassifier):
+        entries += output_layer_entries(model, model.num_labels)
+    elif isinstance(model, AlbertForMultipleChoice):
+        entries += output_layer_entries(model, 1)
+    elif isinstance(model, AlbertForSquad):
+        entries += squad_head_entries(model)
     return entries
 
 

@@ -1,0 +1,92 @@
+"""The ALBERT encoder (`AlbertModel`): factorized embedding, grouped shared blocks, pooler.
+
+Inputs use the original release's names: `input_ids`, `input_mask`, `segment_ids` (int [B, T]). Outputs are
+dicts. Dropout is active only with `training=True`. Every model here is a Keras 3 model that serialises through
+`get_config()` (the config dict).
+"""
+
+import keras
+from keras import ops
+
+from albert_tf.config import AlbertConfig
+from albert_tf.model.layers import AlbertEncoder, FactorizedEmbedding, truncated_normal
+
+
+def as_config(config):
+    if isinstance(config, AlbertConfig):
+        return config
+    if isinstance(config, dict):
+        return AlbertConfig.from_dict(config)
+    raise TypeError(f"expected an AlbertConfig or a dict, got {type(config).__name__}")
+
+
+def dummy_inputs(batch_size=1, seq_length=2, num_predictions=None):
+    """Small all-valid inputs, used to build a model's weights before loading a checkpoint."""
+    ones = ops.ones((batch_size, seq_length), "int32")
+    inputs = {"input_ids": ones, "input_mask": ones, "segment_ids": ops.zeros_like(ones)}
+    if num_predictions:
+        inputs["masked_lm_positions"] = ops.zeros((batch_size, num_predictions), "int32")
+    return inputs
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertModel(keras.Model):
+    """The ALBERT encoder: factorized embedding, grouped shared Transformer blocks, pooler.
+
+    Args:
+      config: an `AlbertConfig` (or its dict).
+
+    Call args:
+      inputs: dict with int `input_ids`, `input_mask`, `segment_ids`, each [B, T], T <= max_position_embeddings.
+    Returns:
+      dict with `sequence_output` [B, T, H], `pooled_output` [B, H] (dense + tanh on position 0),
+      `embedding_output` [B, T, H] and `encoder_outputs` (a list of num_hidden_layers [B, T, H] tensors).
+    """
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        self.config = as_config(config)
+        c = self.config
+        self.embeddings = FactorizedEmbedding(
+            c.vocab_size, c.embedding_size, c.hidden_size, c.max_position_embeddings, c.type_vocab_size,
+            dropout=c.hidden_dropout_prob, initializer_range=c.initializer_range, dtype=self.dtype_policy,
+            name="embeddings")
+        self.encoder = AlbertEncoder(
+            c.num_hidden_layers, c.num_hidden_groups, c.inner_group_num, c.num_attention_heads,
+            c.intermediate_size, hidden_act=c.hidden_act, hidden_dropout_prob=c.hidden_dropout_prob,
+            attention_probs_dropout_prob=c.attention_probs_dropout_prob, initializer_range=c.initializer_range,
+            dtype=self.dtype_policy, name="encoder")
+        self.pooler = keras.layers.Dense(
+            c.hidden_size, activation="tanh", kernel_initializer=truncated_normal(c.initializer_range),
+            dtype=self.dtype_policy, name="pooler")
+
+    def build(self, inputs_shape):
+        ids_shape = tuple(inputs_shape["input_ids"])
+        self.embeddings.build(ids_shape)
+        self.encoder.build(ids_shape + (self.config.hidden_size,))
+        self.pooler.build((ids_shape[0], self.config.hidden_size))
+        self.built = True
+
+    def call(self, inputs, training=None):
+        input_ids = inputs["input_ids"]
+        input_mask = inputs.get("input_mask")
+        segment_ids = inputs.get("segment_ids")
+        if input_mask is None:
+            input_mask = ops.ones_like(input_ids)
+        if segment_ids is None:
+            segment_ids = ops.zeros_like(input_ids)
+        embedding_output = self.embeddings(input_ids, segment_ids, training=training)
+        encoder_outputs = self.encoder(embedding_output, padding_mask=ops.cast(input_mask, "bool"),
+                                       training=training)
+        sequence_output = encoder_outputs[-1]
+        pooled_output = self.pooler(sequence_output[:, 0, :])
+        return {"sequence_output": sequence_output, "pooled_output": pooled_output,
+                "embedding_output": embedding_output, "encoder_outputs": encoder_outputs}
+
+    def get_config(self):
+        return {**super().get_config(), "config": self.config.to_dict()}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("config")), **config)

@@ -1,0 +1,134 @@
+"""Creates ALBERT pretraining TFRecords (masked LM + sentence-order prediction) from raw text.
+
+Same flags, defaults and records as the original release's `create_pretraining_data.py`; input is one sentence per
+line with a blank line between documents. Beyond the original:
+
+  --num_workers         processes building records (0: one per CPU); the output does not depend on it
+  --output_dir          write --num_output_shards files `pretraining-0000i-of-0000N.tfrecord` there
+  --num_output_shards   (instead of listing them in --output_file)
+  --shard_size_mb       input is processed in shards of this much text (bounds memory)
+  --progress_interval   seconds between progress lines
+
+The same flags and seed give byte-identical files. The algorithm, the reproducibility fix and the differences from
+the original are described in `albert_tf/pretraining_data.py`.
+
+Example:
+  python create_pretraining_data.py --input_file='data/corpus/*.txt' --output_file=/tmp/albert_pretrain.tfrecord \\
+    --spm_model_file=data/30k-clean.model --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=5
+
+WordPiece models (the Chinese ALBERTs) give --vocab_file instead of --spm_model_file; whole words are then a piece
+and its "##" continuations:
+  python create_pretraining_data.py --input_file=tests/fixtures/zh_corpus.txt --output_file=/tmp/zh.tfrecord \\
+    --vocab_file=data/vocab_chinese.txt --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=5
+"""
+
+import os
+
+from absl import flags, logging
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from albert_tf import cli  # noqa: E402  pylint: disable=wrong-import-position
+from albert_tf.data import pretraining_data  # noqa: E402  pylint: disable=wrong-import-position
+
+FLAGS = flags.FLAGS
+
+# The original's flags, names and defaults.
+flags.DEFINE_string("input_file", None, "Input raw text file, or comma-separated list of files / glob patterns.")
+flags.DEFINE_string("output_file", None, "Output TF example file, or comma-separated list of files; instances are "
+                    "spread over them round-robin.")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary file (used when no --spm_model_file is given).")
+flags.DEFINE_string("spm_model_file", None, "SentencePiece model file, e.g. data/30k-clean.model.")
+flags.DEFINE_string("input_file_mode", "r", "Accepted for compatibility and unused: input is read as UTF-8 "
+                    "(invalid bytes dropped).")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the input text (True for uncased models).")
+flags.DEFINE_bool("do_whole_word_mask", True, "Mask whole words rather than single pieces.")
+flags.DEFINE_bool("do_permutation", False, "Also permute a second set of positions (the original's experimental "
+                  "objective); records then hold 2 * max_predictions_per_seq predictions.")
+flags.DEFINE_bool("favor_shorter_ngram", True, "Sample n-gram lengths with p(n) proportional to 1/n (else reversed).")
+flags.DEFINE_bool("random_next_sentence", False, "Next-sentence prediction (B from a random document half the time) "
+                  "instead of sentence-order prediction.")
+flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.")
+flags.DEFINE_integer("ngram", 3, "Maximum n-gram length to mask.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
+flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+flags.DEFINE_integer("dupe_factor", 40, "Number of times to duplicate the input data (with different masks).")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences shorter than the maximum length.")
+flags.DEFINE_bool("parallel", False, "Accepted for compatibility: parallelism is --num_workers.")
+
+# Additions.
+flags.DEFINE_integer("num_workers", 0, "Worker processes (0: one per CPU). Does not change the output.")
+flags.DEFINE_string("output_dir", None, "Directory to write --num_output_shards TFRecord files into (instead of "
+                    "--output_file).")
+flags.DEFINE_integer("num_output_shards", 1, "Number of files written into --output_dir.")
+flags.DEFINE_float("shard_size_mb", pretraining_data.DEFAULT_SHARD_SIZE_MB,
+                   "Input is processed in shards of about this many MB of text, cut at document boundaries. Bounds "
+                   "memory; random-document segments and shuffling stay within a shard. Changes the output.")
+flags.DEFINE_float("progress_interval", 10.0, "Seconds between progress lines (0: none).")
+
+
+def _output_files():
+    if FLAGS.output_dir and FLAGS.output_file:
+        raise cli.UsageError("give either --output_file or --output_dir, not both")
+    if FLAGS.output_dir:
+        return pretraining_data.output_shard_paths(FLAGS.output_dir, FLAGS.num_output_shards)
+    if not FLAGS.output_file:
+        raise cli.UsageError("--output_file (or --output_dir) is required")
+    return [p for p in FLAGS.output_file.split(",") if p]
+
+
+class ProgressLog:
+    """Logs a progress line at most every `interval` seconds."""
+
+    def __init__(self, interval):
+        self.interval = interval
+        self.last = None
+
+    def __call__(self, p):
+        if self.interval <= 0:
+            return
+        if self.last is not None and p.elapsed_seconds - self.last < self.interval and p.shards_done < p.shards_total:
+            return
+        self.last = p.elapsed_seconds
+        secs = max(p.elapsed_seconds, 1e-9)
+        share = p.text_bytes_done / max(p.text_bytes_total, 1)
+        eta = f", about {secs / share - secs:.0f} s left" if 0 < share < 1 else ""
+        logging.info("shards %d/%d, documents %d, instances %d (%.0f/s), text %.1f/%.1f MB%s", p.shards_done,
+                     p.shards_total, p.documents, p.instances, p.instances / secs, p.text_bytes_done / 1e6,
+                     p.text_bytes_total / 1e6, eta)
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise cli.UsageError(f"unexpected arguments: {argv[1:]}")
+    if not FLAGS.input_file:
+        raise cli.UsageError("--input_file is required")
+    if not FLAGS.spm_model_file and not FLAGS.vocab_file:
+        raise cli.UsageError("--spm_model_file (SentencePiece) or --vocab_file (WordPiece) is required")
+    output_files = _output_files()
+    if FLAGS.parallel:
+        logging.info("--parallel is implied: using --num_workers=%d", FLAGS.num_workers)
+    config = pretraining_data.PretrainingConfig(
+        max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob, ngram=FLAGS.ngram,
+        dupe_factor=FLAGS.dupe_factor, random_seed=FLAGS.random_seed, do_whole_word_mask=FLAGS.do_whole_word_mask,
+        favor_shorter_ngram=FLAGS.favor_shorter_ngram, random_next_sentence=FLAGS.random_next_sentence,
+        do_permutation=FLAGS.do_permutation)
+    logging.info("writing %s", ", ".join(output_files))
+    stats = pretraining_data.create_pretraining_data(
+        FLAGS.input_file, output_files, spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
+        do_lower_case=FLAGS.do_lower_case, config=config, num_workers=FLAGS.num_workers,
+        shard_size_mb=FLAGS.shard_size_mb, progress=ProgressLog(FLAGS.progress_interval))
+    for line in stats.summary().splitlines():
+        logging.info("%s", line)
+    return 0
+
+
+def run():
+    """The console command: `main` under `albert_tf.cli.run`."""
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,153 @@
+"""Pretrain ALBERT with masked LM + sentence-order prediction (the original's flags, plus strategy options).
+
+    python run_pretraining.py --albert_config_file=albert_config.json --input_file='gs://bucket/data/*.tfrecord' \
+      --output_dir=gs://bucket/out --do_train --do_eval --train_batch_size=4096 --num_train_steps=125000 \
+      --strategy=tpu --tpu_name=local
+
+Run with no data flags, it is a self-contained demo: it builds pretraining records from the public-domain
+corpus and the real SentencePiece model shipped in `data/`, pretrains a tiny ALBERT for a few minutes on CPU,
+evaluates, exports a SavedModel, and prints where everything is.
+"""
+
+import glob
+import os
+import time
+
+from absl import flags
+
+from albert_tf import cli
+
+# The checkout this module is in: the demo uses its data/ folder and writes under its runs/ folder.
+HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join(HERE, "data")
+
+flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the model to train.")
+flags.DEFINE_string("input_file", None, "Input TFRecord files: comma-separated globs. Without it: the demo.")
+flags.DEFINE_string("eval_input_file", None, "TFRecords to evaluate on (default: --input_file, as the original).")
+flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and eval_results.txt are written.")
+flags.DEFINE_string("init_checkpoint", None, "Initial weights: an original TF1, Hugging Face, keras-hub or "
+                                             "albert_tf checkpoint.")
+flags.DEFINE_integer("max_seq_length", 512, "Sequence length of the records.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence in the records.")
+flags.DEFINE_bool("do_train", True, "Whether to run training.")
+flags.DEFINE_bool("do_eval", False, "Whether to run eval on the eval input.")
+flags.DEFINE_integer("train_batch_size", 4096, "Global batch size for training.")
+flags.DEFINE_integer("eval_batch_size", 64, "Global batch size for eval.")
+flags.DEFINE_enum("optimizer", "lamb", ["adamw", "lamb"], "The optimizer for training.")
+flags.DEFINE_float("learning_rate", 0.00176, "The initial learning rate.")
+flags.DEFINE_float("poly_power", 1.0, "The power of the polynomial decay.")
+flags.DEFINE_integer("num_train_steps", 125000, "Number of training steps.")
+flags.DEFINE_integer("num_warmup_steps", 3125, "Number of warmup steps.")
+flags.DEFINE_integer("start_warmup_step", 0, "The step at which warmup starts.")
+flags.DEFINE_integer("save_checkpoints_steps", 5000, "How often to save a checkpoint.")
+flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.")
+flags.DEFINE_integer("iterations_per_loop", 1000, "Steps run per call into the device (Keras steps_per_execution).")
+flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+flags.DEFINE_bool("init_from_group0", False, "Initialise every group from group_0 of --init_checkpoint.")
+flags.DEFINE_float("masked_lm_budget", 0.0, "Online masking: with a value > 0, the records' stored masks are "
+                                            "ignored and new n-gram masks are drawn in the input pipeline on every "
+                                            "pass (see the README).")
+flags.DEFINE_string("export_dir", None, "Where to write the SavedModel at the end, as <export_dir>/<global_step>/ "
+                                        "(default after training: <output_dir>/saved_model).")
+flags.DEFINE_string("spm_model_file", None, "SentencePiece model, attached to the export (tokenization_info).")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary, attached to the export when no spm model.")
+flags.DEFINE_bool("do_lower_case", True, "Recorded in the export's tokenization_info.")
+flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation and of the input order.")
+flags.DEFINE_integer("num_workers", 2, "Demo only: processes that build the demo's pretraining records.")
+cli.define_tpu_flags()
+cli.define_runtime_flags()
+
+FLAGS = flags.FLAGS
+
+# The embedded default: the settings of the demo, where the user did not set the flag and gave no --input_file.
+DEMO = {
+    "albert_config_file": os.path.join(DATA, "albert_config_tiny.json"),
+    "spm_model_file": os.path.join(DATA, "30k-clean.model"),
+    "output_dir": os.path.join(HERE, "runs", "pretraining_demo"),
+    "max_seq_length": 128, "max_predictions_per_seq": 20, "do_train": True, "do_eval": True,
+    "train_batch_size": 32, "eval_batch_size": 32, "learning_rate": 0.005, "num_train_steps": 400,
+    "num_warmup_steps": 40, "save_checkpoints_steps": 100, "iterations_per_loop": 50, "max_eval_steps": 20,
+    "log_every": 50,
+}
+DEMO_EVAL_BOOK = "gutenberg-chesterton-thursday.txt"
+
+
+def _build_demo_data(data_dir, defaults):
+    """Pretraining records from the shipped corpus (one book held out for eval); reused when present."""
+    from albert_tf.data import pretraining_data  # pylint: disable=import-outside-toplevel
+
+    train_file = os.path.join(data_dir, "train.tfrecord")
+    eval_file = os.path.join(data_dir, "eval.tfrecord")
+    if os.path.exists(train_file) and os.path.exists(eval_file):
+        print(f"  reusing the demo records in {data_dir}")
+        return train_file, eval_file
+    books = sorted(glob.glob(os.path.join(DATA, "corpus", "gutenberg-*.txt")))
+    train_books = [b for b in books if not b.endswith(DEMO_EVAL_BOOK)]
+    eval_books = [b for b in books if b.endswith(DEMO_EVAL_BOOK)]
+    vocab_file = FLAGS.vocab_file
+    spm_model_file = None if vocab_file and not FLAGS["spm_model_file"].present else \
+        cli.flag_value("spm_model_file", defaults)
+    config = pretraining_data.PretrainingConfig(max_seq_length=cli.flag_value("max_seq_length", defaults),
+                                                max_predictions_per_seq=cli.flag_value("max_predictions_per_seq",
+                                                                                       defaults),
+                                                dupe_factor=2, random_seed=FLAGS.random_seed)
+    for inputs, output in ((train_books, train_file), (eval_books, eval_file)):
+        stats = pretraining_data.create_pretraining_data(
+            ",".join(inputs), [output], spm_model_file=spm_model_file, vocab_file=vocab_file,
+            do_lower_case=FLAGS.do_lower_case, config=config, num_workers=FLAGS.num_workers)
+        print(f"  {stats.instances} pretraining instances -> {output}")
+    return train_file, eval_file
+
+
+def main(argv):
+    del argv
+    # pylint: disable=import-outside-toplevel
+    from albert_tf.config import AlbertConfig
+    from albert_tf.errors import UsageError
+    from albert_tf.tasks.pretraining import PretrainingParams, PretrainingTask
+    from albert_tf.train import runner
+
+    demo = not FLAGS.input_file
+    defaults = dict(DEMO) if demo else {}
+    if demo and FLAGS.vocab_file and not FLAGS["spm_model_file"].present:
+        defaults.pop("spm_model_file")  # a WordPiece vocabulary given for the demo replaces the SentencePiece model
+    if demo:
+        print("No --input_file: running the embedded demo (tiny ALBERT on the shipped public-domain corpus).")
+    for name in ("albert_config_file", "output_dir"):
+        if not cli.flag_value(name, defaults):
+            raise UsageError(f"--{name} is required")
+    config = AlbertConfig.from_json_file(cli.flag_value("albert_config_file", defaults))
+    output_dir = cli.flag_value("output_dir", defaults)
+    do_train = cli.flag_value("do_train", defaults)
+    export_dir = FLAGS.export_dir or (os.path.join(output_dir, "saved_model") if do_train else None)
+    start = time.time()
+    input_file, eval_input_file = FLAGS.input_file, FLAGS.eval_input_file
+    if demo:
+        print("Building pretraining records from data/corpus ...")
+        input_file, eval_input_file = _build_demo_data(os.path.join(output_dir, "data"), defaults)
+    params = cli.params_from_flags(PretrainingParams, defaults=defaults, albert_config=config, input_file=input_file,
+                                   eval_input_file=eval_input_file, export_dir=export_dir)
+    outcome = runner.run(PretrainingTask(), params)
+
+    print(f"\nDone in {time.time() - start:.0f} s, at step {outcome['step']}.")
+    print(f"  checkpoints and TensorBoard logs: {outcome['output_dir']}")
+    if "train_examples_per_second" in outcome:
+        print(f"  training speed: {outcome['train_examples_per_second']:.1f} examples/s")
+    if "eval_results" in outcome:
+        results = outcome["eval_results"]
+        print(f"  eval ({outcome['eval_results_file']}): masked_lm_accuracy="
+              f"{results['masked_lm_accuracy']:.4f} masked_lm_loss={results['masked_lm_loss']:.4f} "
+              f"sentence_order_accuracy={results['sentence_order_accuracy']:.4f} "
+              f"sentence_order_loss={results['sentence_order_loss']:.4f}")
+    if outcome.get("export_dir"):
+        print(f"  SavedModel (serving_default: input_ids, input_mask, segment_ids -> sequence_output, "
+              f"pooled_output): {outcome['export_dir']}")
+
+
+def run():
+    """The console command: `main` under `albert_tf.cli.run`."""
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

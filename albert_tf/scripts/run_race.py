@@ -1,0 +1,136 @@
+"""Fine-tune ALBERT on RACE (multiple-choice reading comprehension): the original's flags, plus strategy options.
+
+    python run_race.py --data_dir=/data/race --albert_config_file=albert_config.json \
+      --spm_model_file=30k-clean.model --init_checkpoint=albert_base/model.ckpt-best --output_dir=out/race \
+      --do_train --do_eval --do_predict --max_seq_length=512 --max_qa_length=128 --train_batch_size=32 \
+      --learning_rate=1e-5 --train_step=12000 --warmup_step=1000 --strategy=tpu --tpu_name=local
+
+`--data_dir` holds `RACE/{train,dev,test}/{middle,high}/*.txt` (the official archive unpacked). As in the
+original, --do_train and --do_eval default to True. Outputs in --output_dir: checkpoints (the run resumes from
+them), eval_results.txt (accuracy, accuracy_middle, accuracy_high, eval_accuracy, eval_loss, global_step),
+eval_predictions.{json,tsv} and, with --do_predict, test_predictions.{json,tsv} (question id -> predicted letter
+and probabilities) and predict_results.txt when the test set has answers; after training, a SavedModel.
+
+Run with no --data_dir, it is a self-contained demo: a tiny ALBERT trained for a minute on CPU on the RACE
+sample shipped in data/race (a few dozen questions of the official dev set), then evaluated, used for
+prediction and exported.
+"""
+
+import os
+import time
+
+from absl import flags
+
+from albert_tf import cli
+
+# The checkout this module is in: the demo uses its data/ folder and writes under its runs/ folder.
+HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join(HERE, "data")
+
+flags.DEFINE_string("data_dir", None, "Directory holding RACE/{train,dev,test}/{middle,high}/*.txt. Without it: "
+                                      "the demo.")
+flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained model.")
+flags.DEFINE_string("task_name", "race", "The name of the task (only race).")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (models without a SentencePiece model).")
+flags.DEFINE_string("train_file", None, "TFRecord cache of the training features (built if absent or stale; "
+                                        "default <output_dir>/train.tf_record).")
+flags.DEFINE_string("eval_file", None, "TFRecord cache of the dev features (default <output_dir>/eval.tf_record).")
+flags.DEFINE_string("predict_file", None, "TFRecord cache of the test features (default "
+                                          "<output_dir>/predict.tf_record).")
+flags.DEFINE_string("spm_model_file", None, "The SentencePiece model of the pre-trained model.")
+flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions are written.")
+flags.DEFINE_string("init_checkpoint", None, "Initial weights: an original TF1, Hugging Face, keras-hub or "
+                                             "albert_tf checkpoint.")
+flags.DEFINE_bool("do_lower_case", True, "Lowercase the input text (True for the uncased English models).")
+flags.DEFINE_float("dropout_prob", 0.1, "Dropout probability before the output layer.")
+flags.DEFINE_integer("max_seq_length", 512, "Tokens per (article, question + option) sequence, padded or "
+                                            "truncated to this length.")
+flags.DEFINE_integer("max_qa_length", 128, "Question + option tokens kept (the last ones).")
+flags.DEFINE_integer("num_keep_checkpoint", 5, "Maximum number of checkpoints kept.")
+flags.DEFINE_bool("high_only", False, "Use only the high school questions.")
+flags.DEFINE_bool("middle_only", False, "Use only the middle school questions.")
+flags.DEFINE_bool("do_train", True, "Whether to run training.")
+flags.DEFINE_bool("do_eval", True, "Whether to evaluate on the dev set.")
+flags.DEFINE_bool("do_predict", False, "Whether to predict on the test set.")
+flags.DEFINE_integer("train_batch_size", 32, "Global batch size for training.")
+flags.DEFINE_integer("eval_batch_size", 8, "Global batch size for eval.")
+flags.DEFINE_integer("predict_batch_size", 8, "Global batch size for predict.")
+flags.DEFINE_float("learning_rate", 1e-5, "The initial learning rate.")
+flags.DEFINE_integer("train_step", 12000, "Total number of training steps.")
+flags.DEFINE_integer("warmup_step", 1000, "Steps of linear learning-rate warmup.")
+flags.DEFINE_integer("save_checkpoints_steps", 100, "How often to save a checkpoint.")
+flags.DEFINE_integer("iterations_per_loop", 1000, "Steps run per call into the device (Keras steps_per_execution).")
+flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "The optimizer (the original uses adamw for RACE).")
+flags.DEFINE_string("export_dir", None, "Where to write the SavedModel, as <export_dir>/<global_step>/ (default "
+                                        "after training: <output_dir>/saved_model).")
+flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, dropout and input order.")
+cli.define_hub_module_flag()
+cli.define_tpu_flags()
+cli.define_runtime_flags()
+
+FLAGS = flags.FLAGS
+
+# The embedded default: every flag the user did not set takes these values when --data_dir is absent.
+DEMO = {
+    "data_dir": os.path.join(DATA, "race"),
+    "albert_config_file": os.path.join(DATA, "albert_config_tiny.json"),
+    "spm_model_file": os.path.join(DATA, "30k-clean.model"),
+    "output_dir": os.path.join(HERE, "runs", "race_demo"),
+    "max_seq_length": 128, "max_qa_length": 48, "do_train": True, "do_eval": True, "do_predict": True,
+    "train_batch_size": 8, "eval_batch_size": 8, "predict_batch_size": 8, "learning_rate": 1e-4,
+    "train_step": 100, "warmup_step": 10, "save_checkpoints_steps": 50, "iterations_per_loop": 10, "log_every": 10,
+}
+
+
+def main(argv):
+    del argv
+    # pylint: disable=import-outside-toplevel
+    from albert_tf.config import AlbertConfig
+    from albert_tf.tasks.race import RaceParams, run_race
+
+    demo = not FLAGS.data_dir
+    defaults = DEMO if demo else {}
+    if demo:
+        print("No --data_dir: running the embedded demo (tiny ALBERT on the RACE sample in data/race).")
+    if FLAGS.task_name.lower() != "race":
+        raise cli.UsageError(f"Task not found: {FLAGS.task_name} (run_race.py runs race)")
+    for name in ("albert_config_file", "output_dir"):
+        if not cli.flag_value(name, defaults):
+            raise cli.UsageError(f"--{name} is required")
+    if not cli.flag_value("spm_model_file", defaults) and not FLAGS.vocab_file:
+        raise cli.UsageError("--spm_model_file is required (or --vocab_file for a WordPiece model)")
+    config = AlbertConfig.from_json_file(cli.flag_value("albert_config_file", defaults))
+    output_dir = cli.flag_value("output_dir", defaults)
+    export_dir = FLAGS.export_dir or (os.path.join(output_dir, "saved_model")
+                                      if cli.flag_value("do_train", defaults) else None)
+    params = cli.params_from_flags(RaceParams, defaults=defaults, albert_config=config,
+                                   init_checkpoint=cli.init_checkpoint(), export_dir=export_dir)
+    start = time.time()
+    outcome = run_race(params)
+
+    print(f"\nDone in {time.time() - start:.0f} s, at step {outcome['step']}.")
+    print(f"  checkpoints and TensorBoard logs: {outcome['output_dir']}")
+    if "train_examples_per_second" in outcome:
+        print(f"  training speed: {outcome['train_examples_per_second']:.1f} questions/s")
+    if "eval_results" in outcome:
+        results = outcome["eval_results"]
+        levels = " ".join(f"accuracy_{level}={results[f'accuracy_{level}']:.4f}"
+                          for level in ("middle", "high") if f"accuracy_{level}" in results)
+        print(f"  dev (best checkpoint, step {outcome.get('best_step')}): accuracy={results['accuracy']:.4f} {levels} "
+              f"over {results['num_examples']} questions")
+    if "predictions" in outcome:
+        print(f"  test predictions: {', '.join(outcome['predictions'])}")
+    if "predict_results" in outcome:
+        print(f"  test accuracy ({outcome['predict_results_file']}): {outcome['predict_results']['accuracy']:.4f}")
+    if outcome.get("export_dir"):
+        print(f"  SavedModel (serving_default: input_ids, input_mask, segment_ids [batch, 4, seq] -> probabilities,"
+              f" logits, prediction, answer): {outcome['export_dir']}")
+
+
+def run():
+    """The console command: `main` under `albert_tf.cli.run`."""
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    run()

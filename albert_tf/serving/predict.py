@@ -1,0 +1,425 @@
+"""Run an exported SavedModel on a text file, for users who hold only the export (`predict.py` is the CLI).
+
+Two kinds of export answer text:
+  * a model with string-input signatures (the classifier's `text` / `text_pair`, SQuAD's `text` export with
+    `question` / `context`): each example's text(s) go straight in;
+  * a preprocessing export (`export_model.py --export_type=preprocessing`) paired with an encoder export: the
+    preprocessing model turns the text(s) into ids and the encoder gives `pooled_output` (one embedding per example;
+    `sequence_output` on request).
+
+The input file holds one example per line, or two tab-separated columns for text pairs (`text_columns` picks columns
+out of a wider TSV, e.g. GLUE files; `skip_header` drops a header row). Examples run in batches; progress is logged;
+each result is written as one JSON object per line: `index`, the text(s), and the model's outputs as lists.
+
+`ServingSession` answers TF Serving REST bodies (`{"instances": [...]}` row format or `{"inputs": {...}}` columnar)
+the way the model server does: it loads the SavedModel with the session-based loader TF Serving uses, converts the
+JSON values to the signature's dtypes strictly (an int32 input refuses 1.5), stacks row-format instances, runs the
+signature and shapes the response (`predictions` / `outputs`). Use it to check a request before deploying.
+
+Only `tensorflow` and `tensorflow_text` (for the text signatures' ops) are needed to run an export.
+"""
+
+import base64
+import json
+import logging
+import os
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.errors import AlbertError
+
+try:  # registers the ops of the in-graph tokenizer; models on ids need only tensorflow
+    import tensorflow_text  # noqa: F401  pylint: disable=unused-import
+except ImportError:  # pragma: no cover
+    tensorflow_text = None
+
+
+class PredictError(AlbertError):
+    """The export or the input file cannot be used as asked; the message says why."""
+
+
+class RestError(AlbertError):
+    """A TF Serving REST body that the model server would refuse (HTTP 400); the message says why."""
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Reading examples.
+
+def read_examples(path, text_columns=None, skip_header=False, delimiter="\t"):
+    """Examples of a text file as a list of tuples of one or two strings.
+
+    Without `text_columns`, every non-empty line must have the same number of columns, one (single texts) or two
+    (pairs); with it (e.g. `[0]` or `[3, 4]`), those columns are taken from each line. Empty lines are skipped.
+    """
+    if not os.path.isfile(path):
+        raise PredictError(f"input file not found: {path}")
+    examples, widths = [], set()
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        for number, line in enumerate(f, start=1):
+            line = line.rstrip("\r\n")
+            if skip_header and number == 1:
+                continue
+            if not line.strip():
+                continue
+            columns = line.split(delimiter)
+            if text_columns is not None:
+                if max(text_columns) >= len(columns):
+                    raise PredictError(f"{path}:{number}: has {len(columns)} column(s), column "
+                                       f"{max(text_columns)} was asked for")
+                columns = [columns[i] for i in text_columns]
+            elif len(columns) > 2:
+                raise PredictError(f"{path}:{number}: has {len(columns)} tab-separated columns; give one text per "
+                                   "line, two for pairs, or choose the columns (--text_columns)")
+            widths.add(len(columns))
+            examples.append(tuple(columns))
+    if len(widths) > 1:
+        raise PredictError(f"{path}: lines have different numbers of columns ({sorted(widths)}); give one text per "
+                           "line, or two tab-separated texts per line for pairs")
+    if not examples:
+        raise PredictError(f"{path}: no examples")
+    if len(examples[0]) not in (1, 2):
+        raise PredictError(f"{path}: {len(examples[0])} text columns; 1 (texts) or 2 (pairs) are supported")
+    return examples
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Finding the signatures.
+
+_PAIR_ORDERS = (("text_a", "text_b"), ("question", "context"), ("sentence1", "sentence2"))
+_PREFERRED = {1: ("text", "serving_default"), 2: ("text_pair", "encode_pair", "serving_default")}
+
+
+def _inputs(fn):
+    return fn.structured_input_signature[1]
+
+
+def _ordered_names(fn):
+    names = set(_inputs(fn))
+    for order in _PAIR_ORDERS:
+        if set(order) == names:
+            return list(order)
+    declared = list(getattr(fn, "_arg_keywords", None) or [])
+    return declared if set(declared) == names else sorted(names)
+
+
+def string_signature(loaded, num_texts):
+    """(name, function, ordered input names) of `loaded`'s signature taking `num_texts` string tensors [batch]."""
+    candidates = {}
+    for name, fn in loaded.signatures.items():
+        specs = _inputs(fn)
+        if len(specs) == num_texts and all(s.dtype == tf.string and s.shape.rank == 1 for s in specs.values()):
+            candidates[name] = fn
+    if not candidates:
+        described = "; ".join(f"{name}({', '.join(f'{k}: {s.dtype.name}' for k, s in sorted(_inputs(fn).items()))})"
+                              for name, fn in sorted(loaded.signatures.items()))
+        kind = "one text per example" if num_texts == 1 else "text pairs"
+        raise PredictError(f"the export has no signature taking {kind} as {num_texts} string tensor(s); it has: "
+                           f"{described}")
+    for name in _PREFERRED[num_texts]:
+        if name in candidates:
+            return name, candidates[name], _ordered_names(candidates[name])
+    name = sorted(candidates)[0]
+    return name, candidates[name], _ordered_names(candidates[name])
+
+
+def _to_json(value):
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in ("S", "O"):
+            return [_to_json(v) for v in value.tolist()] if value.ndim else _to_json(value.item())
+        return value.tolist()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, list):
+        return [_to_json(v) for v in value]
+    if isinstance(value, (np.generic,)):
+        return value.item()
+    return value
+
+
+class Predictor:
+    """Runs an export on batches of texts: `predict(texts_a, texts_b=None)` -> {output: array [batch, ...]}.
+
+    Args:
+      export_dir: a SavedModel with string-input signatures, or a preprocessing export (with `encoder_dir`).
+      encoder_dir: an encoder export to run on the preprocessing export's ids.
+      outputs: output names to keep (default: all of a text model; `pooled_output` of an encoder).
+    """
+
+    def __init__(self, export_dir, encoder_dir=None, outputs=None):
+        for path in (export_dir, encoder_dir):
+            if path and not tf.saved_model.contains_saved_model(path):
+                raise PredictError(f"no SavedModel in {path}")
+        self.model = tf.saved_model.load(export_dir)
+        self.encoder = tf.saved_model.load(encoder_dir) if encoder_dir else None
+        self.outputs = list(outputs) if outputs else None
+        if self.encoder is not None:
+            if "serving_default" not in self.encoder.signatures:
+                raise PredictError(f"{encoder_dir} has no serving_default signature")
+            specs = _inputs(self.encoder.signatures["serving_default"])
+            if set(specs) != {"input_ids", "input_mask", "segment_ids"}:
+                raise PredictError(f"{encoder_dir}'s serving_default takes {', '.join(sorted(specs))}, not the ids "
+                                   "input_ids, input_mask, segment_ids of an encoder export")
+            if self.outputs is None:
+                self.outputs = ["pooled_output"]
+
+    def signature_for(self, num_texts):
+        return string_signature(self.model, num_texts)
+
+    def predict(self, texts_a, texts_b=None):
+        num_texts = 1 if texts_b is None else 2
+        _, fn, names = self.signature_for(num_texts)
+        columns = [texts_a] if texts_b is None else [texts_a, texts_b]
+        inputs = {name: tf.constant([t.encode("utf-8") if isinstance(t, str) else t for t in column], tf.string)
+                  for name, column in zip(names, columns)}
+        result = fn(**inputs)
+        if self.encoder is not None:
+            ids = {k: result[k] for k in ("input_ids", "input_mask", "segment_ids")}
+            result = self.encoder.signatures["serving_default"](**ids)
+        keep = self.outputs or sorted(result)
+        unknown = [k for k in keep if k not in result]
+        if unknown:
+            raise PredictError(f"unknown output(s) {', '.join(unknown)}; the model gives {', '.join(sorted(result))}")
+        return {k: result[k].numpy() for k in keep}
+
+
+def predict_file(export_dir, input_file, output_file, encoder_dir=None, batch_size=32, text_columns=None,
+                 skip_header=False, outputs=None, log_every_seconds=5.0, progress=None):
+    """Runs the export on every example of `input_file` and writes JSON lines to `output_file` ("-" = stdout).
+
+    Returns {"examples", "seconds", "examples_per_second", "signature", "output_file"}. `progress(done, total)`
+    is called after each batch (default: a log line at most every `log_every_seconds`).
+    """
+    if batch_size < 1:
+        raise PredictError(f"batch_size must be at least 1, got {batch_size}")
+    examples = read_examples(input_file, text_columns=text_columns, skip_header=skip_header)
+    predictor = Predictor(export_dir, encoder_dir=encoder_dir, outputs=outputs)
+    num_texts = len(examples[0])
+    signature, _, names = predictor.signature_for(num_texts)
+    text_keys = ["text"] if num_texts == 1 else names
+    total = len(examples)
+    logging.info("Predicting %d examples with signature %r of %s%s, batch size %d", total, signature, export_dir,
+                 f" and the encoder {encoder_dir}" if encoder_dir else "", batch_size)
+    start = last_log = time.time()
+
+    def default_progress(done, count):
+        nonlocal last_log
+        now = time.time()
+        if done == count or now - last_log >= log_every_seconds:
+            last_log = now
+            rate = done / max(now - start, 1e-9)
+            logging.info("predicted %d/%d examples (%.0f%%, %.1f examples/s)", done, count, 100.0 * done / count,
+                         rate)
+
+    progress = progress or default_progress
+    out = sys.stdout if output_file == "-" else None
+    tmp = None
+    if out is None:
+        directory = os.path.dirname(os.path.abspath(output_file))
+        os.makedirs(directory, exist_ok=True)
+        tmp = f"{output_file}.tmp-{os.getpid()}"
+        out = open(tmp, "w", encoding="utf-8")  # pylint: disable=consider-using-with
+    try:
+        for begin in range(0, total, batch_size):
+            batch = examples[begin:begin + batch_size]
+            texts_a = [e[0] for e in batch]
+            texts_b = [e[1] for e in batch] if num_texts == 2 else None
+            result = predictor.predict(texts_a, texts_b)
+            for i, example in enumerate(batch):
+                record = {"index": begin + i}
+                record.update(zip(text_keys, example))
+                for name, value in result.items():
+                    record[name] = _to_json(value[i])
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            progress(min(begin + batch_size, total), total)
+    except BaseException:
+        if tmp:
+            out.close()
+            os.remove(tmp)
+        raise
+    if tmp:
+        out.close()
+        os.replace(tmp, output_file)
+    else:
+        out.flush()
+    seconds = time.time() - start
+    return {"examples": total, "seconds": seconds, "examples_per_second": total / max(seconds, 1e-9),
+            "signature": signature, "output_file": output_file}
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# TF Serving REST bodies.
+
+def _json_values(value, dtype, where):
+    """JSON (nested lists) -> numpy array of `dtype`, refusing values the model server refuses."""
+    if dtype == tf.string:
+        def convert(v):
+            if isinstance(v, list):
+                return [convert(x) for x in v]
+            if isinstance(v, dict) and set(v) == {"b64"}:
+                return base64.b64decode(v["b64"])
+            if isinstance(v, str):
+                return v.encode("utf-8")
+            raise RestError(f"{where}: JSON value {json.dumps(v)} is not of the expected type string")
+        return np.array(convert(value), dtype=object)
+
+    np_dtype = dtype.as_numpy_dtype
+    if dtype.is_integer:
+        def check(v):
+            if isinstance(v, list):
+                for x in v:
+                    check(x)
+            elif isinstance(v, bool) or not isinstance(v, int):
+                raise RestError(f"{where}: JSON value {json.dumps(v)} is not of the expected type "
+                                f"{dtype.name}")
+    elif dtype == tf.bool:
+        def check(v):
+            if isinstance(v, list):
+                for x in v:
+                    check(x)
+            elif not isinstance(v, bool):
+                raise RestError(f"{where}: JSON value {json.dumps(v)} is not of the expected type bool")
+    else:
+        def check(v):
+            if isinstance(v, list):
+                for x in v:
+                    check(x)
+            elif isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise RestError(f"{where}: JSON value {json.dumps(v)} is not of the expected type {dtype.name}")
+    check(value)
+    try:
+        array = np.array(value)
+    except ValueError:
+        raise RestError(f"{where}: the nested lists are ragged (rows of different lengths)") from None
+    if array.dtype == object:
+        raise RestError(f"{where}: the nested lists are ragged (rows of different lengths)")
+    if dtype.is_integer and array.size:
+        info = np.iinfo(np_dtype)
+        if array.min() < info.min or array.max() > info.max:
+            raise RestError(f"{where}: a value is out of the range of {dtype.name}")
+    return array.astype(np_dtype)
+
+
+class ServingSession:
+    """A SavedModel loaded as TF Serving loads it (`tf.compat.v1` session, `serve` tag), answering REST bodies.
+
+    `predict(body)` takes the parsed JSON of a `:predict` request and returns the response TF Serving would send
+    (`{"predictions": ...}` for `instances`, `{"outputs": ...}` for `inputs`); a body the server refuses raises
+    RestError. `run(signature_name, feeds)` runs a signature on numpy feeds.
+    """
+
+    def __init__(self, export_dir, tags=("serve",)):
+        if not tf.saved_model.contains_saved_model(export_dir):
+            raise PredictError(f"no SavedModel in {export_dir}")
+        self.graph = tf.Graph()
+        self.session = tf.compat.v1.Session(graph=self.graph)
+        with self.graph.as_default():
+            meta_graph = tf.compat.v1.saved_model.loader.load(self.session, list(tags), export_dir)
+        self.signatures = {name: sig for name, sig in meta_graph.signature_def.items()
+                           if not name.startswith("__")}
+
+    def close(self):
+        self.session.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def signature(self, name=None):
+        name = name or "serving_default"
+        if name not in self.signatures:
+            raise RestError(f"serving signature name: \"{name}\" not found in signature def; known: "
+                            f"{', '.join(sorted(self.signatures))}")
+        return self.signatures[name]
+
+    def run(self, signature_name, feeds):
+        """{output name: array} of a signature on {input name: numpy array} (shapes checked by the graph)."""
+        signature = self.signature(signature_name)
+        unknown = sorted(set(feeds) - set(signature.inputs))
+        missing = sorted(set(signature.inputs) - set(feeds))
+        if unknown or missing:
+            raise RestError(f"signature {signature_name or 'serving_default'} takes "
+                            f"{', '.join(sorted(signature.inputs))}"
+                            f"; missing: {', '.join(missing) or 'none'}; unknown: {', '.join(unknown) or 'none'}")
+        feed_dict = {}
+        for name, value in sorted(feeds.items()):
+            info = signature.inputs[name]
+            tensor = self.graph.get_tensor_by_name(info.name)
+            if not tensor.shape.is_compatible_with(np.shape(value)):
+                raise RestError(f"input {name!r} has shape {list(np.shape(value))}; the signature takes "
+                                f"{tensor.shape.as_list()} (None = any)")
+            value = np.asarray(value)
+            expected = tensor.dtype
+            compatible = (value.dtype.kind in "SUO" if expected == tf.string else
+                          value.dtype.kind in "iu" if expected.is_integer else
+                          value.dtype.kind == "b" if expected == tf.bool else value.dtype.kind in "iuf")
+            if not compatible:
+                raise RestError(f"input {name!r} is {value.dtype}; the signature takes {expected.name}")
+            feed_dict[tensor] = value
+        fetches = {name: signature.outputs[name].name for name in sorted(signature.outputs)}
+        return self.session.run(fetches, feed_dict)
+
+    def predict(self, body):
+        if isinstance(body, (str, bytes)):
+            try:
+                body = json.loads(body)
+            except ValueError as err:
+                raise RestError(f"the body is not JSON: {err}") from None
+        if not isinstance(body, dict):
+            raise RestError("the body must be a JSON object with \"instances\" or \"inputs\"")
+        if ("instances" in body) == ("inputs" in body):
+            raise RestError("the body must have exactly one of \"instances\" (row format) and \"inputs\" (columnar "
+                            "format)")
+        name = body.get("signature_name")
+        signature = self.signature(name)
+        dtypes = {k: tf.as_dtype(signature.inputs[k].dtype) for k in sorted(signature.inputs)}
+        if "instances" in body:
+            instances = body["instances"]
+            if not isinstance(instances, list) or not instances:
+                raise RestError("\"instances\" must be a non-empty list")
+            if len(dtypes) == 1 and not all(isinstance(i, dict) for i in instances):
+                only = next(iter(dtypes))
+                instances = [{only: i} for i in instances]
+            feeds = {}
+            for key, dtype in dtypes.items():
+                rows = []
+                for index, instance in enumerate(instances):
+                    if not isinstance(instance, dict) or key not in instance:
+                        raise RestError(f"instance {index} lacks the named input {key!r} (each instance is an "
+                                        f"object with {', '.join(sorted(dtypes))})")
+                    rows.append(_json_values(instance[key], dtype, f"instances[{index}].{key}"))
+                if len({r.shape for r in rows}) > 1:
+                    raise RestError(f"input {key!r}: instances have different shapes "
+                                    f"({sorted({r.shape for r in rows})}); row format needs equal shapes (pad them)")
+                feeds[key] = np.stack(rows)
+            for index, instance in enumerate(instances):
+                extra = sorted(set(instance) - set(dtypes))
+                if extra:
+                    raise RestError(f"instance {index} has input(s) the signature does not take: {', '.join(extra)}")
+            outputs = self.run(name, feeds)
+            batch = len(instances)
+            for key, value in outputs.items():
+                if np.ndim(value) == 0 or np.shape(value)[0] != batch:
+                    raise RestError(f"output {key!r} has no batch dimension; use the columnar format (\"inputs\")")
+            if len(outputs) == 1:
+                only = next(iter(outputs.values()))
+                return {"predictions": [_to_json(only[i]) for i in range(batch)]}
+            return {"predictions": [{k: _to_json(v[i]) for k, v in outputs.items()} for i in range(batch)]}
+        inputs = body["inputs"]
+        if not isinstance(inputs, dict) or (len(dtypes) == 1 and next(iter(dtypes)) not in inputs):
+            if len(dtypes) != 1:
+                raise RestError(f"\"inputs\" must be an object with {', '.join(sorted(dtypes))}")
+            inputs = {next(iter(dtypes)): inputs}
+        extra = sorted(set(inputs) - set(dtypes))
+        if extra:
+            raise RestError(f"\"inputs\" has input(s) the signature does not take: {', '.join(extra)}")
+        feeds = {key: _json_values(inputs[key], dtype, f"inputs.{key}") for key, dtype in dtypes.items()
+                 if key in inputs}
+        outputs = self.run(name, feeds)
+        if len(outputs) == 1:
+            return {"outputs": _to_json(next(iter(outputs.values())))}
+        return {"outputs": {k: _to_json(v) for k, v in outputs.items()}}

@@ -1,0 +1,75 @@
+"""What the four tasks share: the schedule tuple the runner asks for, the tokenizer, and naming a bad record file."""
+
+import dataclasses
+
+from albert_tf.data import records
+from albert_tf.errors import DataError, UsageError
+from albert_tf.text.tokenization import FullTokenizer
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """How long and how a task trains (the runner unpacks it in this order)."""
+
+    num_train_steps: int
+    num_warmup_steps: int
+    start_warmup_step: int
+    poly_power: float
+    optimizer: str
+    learning_rate: float
+    save_checkpoints_steps: int
+    keep_checkpoint_max: int
+    iterations_per_loop: int
+    train_batch_size: int
+
+    def __iter__(self):
+        return iter(dataclasses.astuple(self))
+
+
+class TaskBase:
+    """Defaults of the `albert_tf.train.runner.Task` methods; each task overrides what differs."""
+
+    name = "task"
+    #: the flag that names the training data, for error messages
+    train_data_flag = "--train_file"
+
+    def primary_metric(self, params):
+        return None
+
+    def compile_args(self, params):
+        return {}
+
+    def prepare(self, params, strategy, cache_dir):
+        pass
+
+    def has_dev(self, params):
+        return False
+
+    def predict(self, model, params, strategy, output_dir):
+        return {}
+
+    def train_files(self, params):
+        """The record files training reads (to name a corrupted one)."""
+        return []
+
+    def data_error(self, params, error):
+        path, reason = records.unreadable_file(self.train_files(params))
+        if path:
+            return DataError(f"{self.train_data_flag}: {path} is truncated or corrupted ({reason})")
+        return DataError(f"{self.train_data_flag}: a record could not be read: {error.message.splitlines()[0]}")
+
+    @staticmethod
+    def tokenizer(params):
+        """`FullTokenizer` from `--spm_model_file` (or `--vocab_file`, WordPiece)."""
+        if not (params.spm_model_file or params.vocab_file):
+            raise UsageError("--spm_model_file (or --vocab_file for WordPiece models) is required")
+        return FullTokenizer(vocab_file=params.vocab_file, do_lower_case=params.do_lower_case,
+                             spm_model_file=params.spm_model_file)
+
+    @staticmethod
+    def check_batch_sizes(params, strategy, names):
+        replicas = strategy.num_replicas_in_sync
+        for name in names:
+            value = getattr(params, name)
+            if value % replicas:
+                raise UsageError(f"--{name} {value} is not divisible by the {replicas} replicas")

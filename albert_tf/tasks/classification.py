@@ -1,0 +1,241 @@
+"""Sentence (pair) classification and regression, as the original's `run_classifier.py`: GLUE or a user's own
+CSV/TSV files.
+
+What differs from the other tasks:
+
+* data: `glue` processors read the splits, their features are cached as TFRecords (`glue.cached_features`),
+  batches are padded to their longest example (`dynamic_padding`, default on; TPUs pad to max_seq_length), and
+  with `length_bucketing` training batches group examples of similar length;
+* the model: `AlbertClassifier` (dropout + dense on the pooled output; cross-entropy, or squared error for
+  regression), with an accuracy metric while training;
+* the metric that picks the best checkpoint: accuracy, F1 for MRPC/QQP, Matthews correlation for CoLA, Pearson
+  for STS-B and any regression (`--best_metric` overrides);
+* predictions: `test_results.tsv` (class probabilities, or the score) and `submit_results.tsv` (a GLUE
+  submission: `index<TAB>prediction`, label strings);
+* the export: `serving.classifier.export_classifier` (ids, tf.Examples, text and text pairs).
+
+A directory records the task's labels in `task.json` and refuses a run with other labels.
+"""
+
+import dataclasses
+import json
+import os
+
+import keras
+import tensorflow as tf
+
+from albert_tf import fileio
+from albert_tf.config import AlbertConfig
+from albert_tf.data import glue
+from albert_tf.errors import RunError, UsageError
+from albert_tf.evaluation import glue as glue_metrics
+from albert_tf.model import AlbertClassifier, dummy_inputs
+from albert_tf.serving.classifier import export_classifier
+from albert_tf.tasks.base import Schedule, TaskBase
+from albert_tf.train import runner
+from albert_tf.train.predict import predict_in_order
+from albert_tf.train.runner import RuntimeParams
+from albert_tf.train.steps import TrainStep
+
+TASK_JSON = "task.json"
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class TrainableClassifier(TrainStep, AlbertClassifier):
+    """`AlbertClassifier` with the project's train/test step (the original's clipping across replicas)."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class ClassifierParams(RuntimeParams):
+    """Everything a fine-tuning run needs; field names and defaults are `run_classifier.py`'s flags.
+
+    `processor` (a `glue.DataProcessor`) overrides the `task_name` + `data_dir` lookup, e.g. a
+    `glue.CsvProcessor` for a user's files.
+    """
+
+    albert_config: AlbertConfig
+    output_dir: str
+    task_name: str = None
+    data_dir: str = None
+    processor: glue.DataProcessor = None
+    spm_model_file: str = None
+    vocab_file: str = None
+    cached_dir: str = None
+    init_checkpoint: str = None
+    do_lower_case: bool = True
+    max_seq_length: int = 512
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    learning_rate: float = 5e-5
+    train_step: int = 1000
+    warmup_step: int = 0
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    iterations_per_loop: int = 1000
+    optimizer: str = "adamw"
+    dropout_prob: float = 0.1
+    dynamic_padding: bool = True
+    length_bucketing: bool = False
+    export_dir: str = None
+    threshold_to_export: float = None
+    best_metric: str = None
+
+
+def build_classifier(config, num_labels, dropout_prob=0.1):
+    """A trainable `AlbertClassifier` with its weights created (call it under a strategy's scope)."""
+    model = TrainableClassifier(config, num_labels, dropout_prob=dropout_prob)
+    model(dummy_inputs(), training=False)
+    return model
+
+
+def write_predictions(output_dir, examples, logits, label_list, regression):
+    """Writes `test_results.tsv` (per example: the class probabilities, tab-separated; or the score) and
+    `submit_results.tsv` (GLUE submission: header `index<TAB>prediction`, then guid and label string or score).
+    Returns the two paths."""
+    probabilities = glue_metrics.probabilities_from_logits(logits, regression)
+    predictions = glue_metrics.predictions_from_logits(logits, regression)
+    results = "".join("\t".join(repr(float(p)) for p in probs) + "\n" for probs in probabilities)
+    submit = ["index\tprediction\n"]
+    for example, prediction in zip(examples, predictions):
+        label = repr(float(prediction)) if regression else str(label_list[int(prediction)])
+        submit.append(f"{example.guid}\t{label}\n")
+    paths = os.path.join(output_dir, "test_results.tsv"), os.path.join(output_dir, "submit_results.tsv")
+    fileio.write_text(paths[0], results)
+    fileio.write_text(paths[1], "".join(submit))
+    return paths
+
+
+class ClassificationTask(TaskBase):
+    """The `run_classifier.py` task."""
+
+    name = "classification"
+
+    def __init__(self):
+        self.processor = None
+        self.tokenizer_ = None
+        self.static_shapes = False
+        self.splits = {}
+
+    # -- checks and data ------------------------------------------------------------------------------------------
+
+    def check(self, params, strategy):
+        if not (params.do_train or params.do_eval or params.do_predict):
+            raise UsageError("at least one of do_train, do_eval or do_predict must be True")
+        self.processor = params.processor or glue.get_processor(params.task_name)
+        self.tokenizer_ = self.tokenizer(params)
+        self.static_shapes = isinstance(strategy, tf.distribute.TPUStrategy)
+        names = [n for n, on in (("eval_batch_size", params.do_eval), ("predict_batch_size", params.do_predict))
+                 if on]
+        self.check_batch_sizes(params, strategy, names)
+        metric = self.primary_metric(params)
+        regression = self.processor.is_regression
+        sample = [0.0, 1.0] if regression else [0, 1]
+        reported = sorted(set(glue_metrics.task_metrics(self.processor.task_name, sample, sample, regression,
+                                                        self.processor.num_labels)) - {"MSE"})
+        if metric not in reported:
+            raise UsageError(f"--best_metric {metric!r} is not reported for task {self.processor.task_name} "
+                             f"(higher-is-better results: {', '.join(reported)})")
+        self._check_task_record(params.output_dir)
+        # Read every split first, so that data errors (an empty dev.tsv too) come before any model work.
+        wanted = [s for s, on in (("train", params.do_train), ("dev", params.do_eval), ("test", params.do_predict))
+                  if on]
+        self.splits = {split: glue.read_split(self.processor, params.data_dir, split)[1] for split in wanted}
+
+    def _task_record(self):
+        return {"task_name": self.processor.task_name, "labels": self.processor.get_labels(),
+                "regression": self.processor.is_regression}
+
+    def _check_task_record(self, output_dir):
+        path = os.path.join(output_dir, TASK_JSON)
+        if not tf.io.gfile.exists(path):
+            return
+        with tf.io.gfile.GFile(path, "r") as f:
+            existing = json.load(f)
+        record = self._task_record()
+        if existing.get("labels") != record["labels"] or existing.get("regression") != record["regression"]:
+            raise RunError(f"--output_dir {output_dir} holds a run with labels {existing.get('labels')} "
+                           f"(regression={existing.get('regression')}); this task has labels {record['labels']} "
+                           f"(regression={record['regression']}); use a new --output_dir")
+
+    def prepare(self, params, strategy, cache_dir):
+        path = os.path.join(params.output_dir, TASK_JSON)
+        if cache_dir == params.output_dir and not tf.io.gfile.exists(path):
+            fileio.write_json(path, self._task_record())
+        self.features = {split: glue.cached_features(self.processor, params.data_dir, split, self.tokenizer_,
+                                                     params.max_seq_length, params.cached_dir or cache_dir, examples)
+                         for split, examples in self.splits.items()}
+
+    def train_files(self, params):
+        return [self.features["train"].path]
+
+    # -- model and training ---------------------------------------------------------------------------------------
+
+    def primary_metric(self, params):
+        processor = self.processor or params.processor or glue.get_processor(params.task_name)
+        return params.best_metric or glue_metrics.primary_metric(processor.task_name, processor.is_regression)
+
+    def train_schedule(self, params):
+        return Schedule(params.train_step, params.warmup_step, 0, 1.0, params.optimizer, params.learning_rate,
+                        params.save_checkpoints_steps, params.keep_checkpoint_max, params.iterations_per_loop,
+                        params.train_batch_size)
+
+    def build_model(self, params):
+        return build_classifier(params.albert_config, self.processor.num_labels, params.dropout_prob)
+
+    def compile_args(self, params):
+        if self.processor.is_regression:
+            return {}
+        return {"metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
+
+    def train_dataset(self, params, input_context, skip_batches):
+        return glue.train_dataset(
+            self.features["train"].path, params.max_seq_length,
+            input_context.get_per_replica_batch_size(params.train_batch_size), self.processor.is_regression,
+            seed=params.random_seed, dynamic_padding=params.dynamic_padding, bucketing=params.length_bucketing,
+            static_shapes=self.static_shapes, input_context=input_context, skip_batches=skip_batches)
+
+    # -- evaluation, prediction, export ---------------------------------------------------------------------------
+
+    def has_dev(self, params):
+        return params.do_eval
+
+    def logits(self, model, params, strategy, split, batch_size):
+        """float32 logits [N, num_labels] of a split's features, in file order."""
+        features = self.features[split]
+        return predict_in_order(
+            model, lambda context: glue.eval_dataset(
+                features.path, params.max_seq_length, batch_size, self.processor.is_regression,
+                features.num_examples, dynamic_padding=params.dynamic_padding and not self.static_shapes,
+                input_context=context),
+            features.num_examples, batch_size, glue.FEATURE_NAMES, strategy)
+
+    def evaluate(self, model, params, strategy):
+        logits = self.logits(model, params, strategy, "dev", params.eval_batch_size)
+        labels = [self.processor.label_index(e.label) for e in self.features["dev"].examples]
+        return glue_metrics.evaluation_results(self.processor.task_name, logits, labels,
+                                               self.processor.is_regression, self.processor.num_labels)
+
+    def predict(self, model, params, strategy, output_dir):
+        logits = self.logits(model, params, strategy, "test", params.predict_batch_size)
+        outcome = {"test_logits": logits}
+        if output_dir == params.output_dir:
+            outcome["test_results_file"], outcome["submit_results_file"] = write_predictions(
+                output_dir, self.features["test"].examples, logits, self.processor.get_labels(),
+                self.processor.is_regression)
+        return outcome
+
+    def export(self, model, params, export_dir):
+        regression = self.processor.is_regression
+        return export_classifier(model, export_dir, params.spm_model_file or params.vocab_file,
+                                 params.do_lower_case, params.max_seq_length, threshold=params.threshold_to_export,
+                                 label_list=None if regression else self.processor.get_labels())
+
+
+def run_classifier(params):
+    """Trains, evaluates every checkpoint (keeping the best), predicts and exports as `params` asks; returns the
+    runner's outcome (`start_step`, `step`, `eval_results`, `best_step`, `eval_history`, `test_logits`, ...)."""
+    return runner.run(ClassificationTask(), params)

@@ -1,0 +1,150 @@
+"""Pretraining (MLM + SOP), as the original's `run_pretraining.py`: records in, checkpoints, eval results and an
+encoder SavedModel out.
+
+What differs from the other tasks: the records are read as they are (`records.pretraining_dataset`, files
+sharded per input pipeline), there is no metric to pick a best checkpoint (the original evaluates the final
+weights once, `max_eval_steps` batches of `eval_input_file`, else `input_file`), and the export is the encoder
+with its `mlm` and `sop` signatures.
+"""
+
+import dataclasses
+import logging
+
+import keras
+
+from albert_tf.config import AlbertConfig
+from albert_tf.data import records
+from albert_tf.errors import DataError, UsageError
+from albert_tf.model import AlbertForPretraining, dummy_inputs
+from albert_tf.serving.encoder import export_encoder
+from albert_tf.tasks.base import Schedule, TaskBase
+from albert_tf.text.tokenization import FullTokenizer, TokenizerError
+from albert_tf.train import runner
+from albert_tf.train.runner import RuntimeParams
+from albert_tf.train.steps import TrainStep
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertPretrainer(TrainStep, AlbertForPretraining):
+    """`AlbertForPretraining` with the project's train/test step (the original's clipping across replicas)."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class PretrainingParams(RuntimeParams):
+    """Everything a pretraining run needs; field names and defaults are `run_pretraining.py`'s flags (the
+    original's, plus this project's)."""
+
+    albert_config: AlbertConfig
+    input_file: str
+    output_dir: str
+    eval_input_file: str = None
+    init_checkpoint: str = None
+    max_seq_length: int = 512
+    max_predictions_per_seq: int = 20
+    do_train: bool = True
+    do_eval: bool = False
+    train_batch_size: int = 4096
+    eval_batch_size: int = 64
+    optimizer: str = "lamb"
+    learning_rate: float = 0.00176
+    poly_power: float = 1.0
+    num_train_steps: int = 125000
+    num_warmup_steps: int = 3125
+    start_warmup_step: int = 0
+    save_checkpoints_steps: int = 5000
+    keep_checkpoint_max: int = 5
+    iterations_per_loop: int = 1000
+    max_eval_steps: int = 100
+    init_from_group0: bool = False
+    masked_lm_budget: float = 0.0
+    export_dir: str = None
+    spm_model_file: str = None
+    vocab_file: str = None
+    do_lower_case: bool = True
+
+
+class PretrainingTask(TaskBase):
+    """The `run_pretraining.py` task."""
+
+    name = "pretraining"
+    train_data_flag = "--input_file"
+
+    def check(self, params, strategy):
+        if not (params.do_train or params.do_eval):
+            raise UsageError("At least one of --do_train or --do_eval must be True.")
+        self.check_batch_sizes(params, strategy, ["train_batch_size"] if params.do_train else [])
+        if params.do_eval:
+            self.check_batch_sizes(params, strategy, ["eval_batch_size"])
+        for flag, patterns in (("--input_file", params.input_file), ("--eval_input_file", params.eval_input_file)):
+            if not patterns:
+                continue
+            try:
+                files = records.expand_file_patterns(patterns)
+            except ValueError as err:
+                raise DataError(f"{flag}: {err}") from None
+            records.check_record_lengths(files[:records.MAX_FILES_CHECKED], params.max_seq_length,
+                                         params.max_predictions_per_seq)
+        self.tokenizer_file(params)
+
+    def tokenizer_file(self, params):
+        """The tokenizer file attached to the export (checked to load and to fit the embedding table)."""
+        if params.spm_model_file and params.vocab_file:
+            logging.warning("Both --spm_model_file and --vocab_file given: the SentencePiece model is used, "
+                            "--vocab_file is ignored.")
+        path = params.spm_model_file or params.vocab_file
+        if not path or "://" in path:  # remote files are attached at export time, unchecked
+            return path
+        try:
+            tokenizer = FullTokenizer(spm_model_file=params.spm_model_file,
+                                      vocab_file=None if params.spm_model_file else params.vocab_file,
+                                      do_lower_case=params.do_lower_case)
+        except OSError as err:
+            raise TokenizerError(str(err)) from None
+        size = max(tokenizer.vocab.values()) + 1
+        if size > params.albert_config.vocab_size:
+            raise UsageError(f"{path} has {size} tokens but the albert config's vocab_size is "
+                             f"{params.albert_config.vocab_size}: its ids would not fit the embedding table (for "
+                             f"the Chinese vocab_chinese.txt use a config with vocab_size 21128)")
+        return path
+
+    def train_schedule(self, params):
+        return Schedule(params.num_train_steps, params.num_warmup_steps, params.start_warmup_step, params.poly_power,
+                        params.optimizer, params.learning_rate, params.save_checkpoints_steps,
+                        params.keep_checkpoint_max, params.iterations_per_loop, params.train_batch_size)
+
+    def build_model(self, params):
+        model = AlbertPretrainer(params.albert_config)
+        model(dummy_inputs(num_predictions=1), training=False)
+        return model
+
+    def train_files(self, params):
+        return records.expand_file_patterns(params.input_file)
+
+    def train_dataset(self, params, input_context, skip_batches):
+        return records.pretraining_dataset(
+            params.input_file, params.max_seq_length, params.max_predictions_per_seq,
+            input_context.get_per_replica_batch_size(params.train_batch_size), is_training=True,
+            seed=params.random_seed, input_context=input_context, skip_batches=skip_batches)
+
+    def has_dev(self, params):
+        return params.do_eval
+
+    def evaluate(self, model, params, strategy):
+        def eval_fn(context):
+            return records.pretraining_dataset(
+                params.eval_input_file or params.input_file, params.max_seq_length, params.max_predictions_per_seq,
+                context.get_per_replica_batch_size(params.eval_batch_size), is_training=False, input_context=context)
+
+        dataset = strategy.distribute_datasets_from_function(eval_fn)
+        results = model.evaluate(dataset, steps=params.max_eval_steps, return_dict=True, verbose=0)
+        return {k: float(v) for k, v in results.items()}
+
+    def export(self, model, params, export_dir):
+        return export_encoder(model, export_dir, tokenizer_file=self.tokenizer_file(params),
+                              do_lower_case=params.do_lower_case)
+
+
+def run_pretraining(params):
+    """Trains (resuming from `output_dir`), evaluates and exports as `run_pretraining.py` does; returns the
+    runner's outcome (step, eval results, paths)."""
+    return runner.run(PretrainingTask(), params)

@@ -1,0 +1,197 @@
+"""RACE multiple-choice reading comprehension, as the original's `run_race.py`.
+
+What differs from the other tasks: the data (`data.race`: the RACE JSON files, four (article, question + option)
+sequences per question, cached as the original's records), the model (`AlbertForMultipleChoice`), the metric
+(accuracy, overall and per level; the best checkpoint is picked by it, as the original's polling loop did), the
+prediction files (`eval_predictions.{json,tsv}` and `test_predictions.{json,tsv}`, plus `predict_results.txt`
+when the test set has answers) and the export (ids, and with the tokenizer the `text` signature).
+
+Unlike the original's predict step (which had a bug and never ran, see the README), prediction here covers every
+test question, under any strategy.
+"""
+
+import dataclasses
+import os
+
+import keras
+import tensorflow as tf
+
+from albert_tf import fileio
+from albert_tf.config import AlbertConfig
+from albert_tf.data import race
+from albert_tf.errors import DataError, UsageError
+from albert_tf.evaluation import race as race_metrics
+from albert_tf.model import AlbertForMultipleChoice
+from albert_tf.serving.race import export_race_model
+from albert_tf.tasks.base import Schedule, TaskBase
+from albert_tf.train import runner
+from albert_tf.train.predict import predict_in_order
+from albert_tf.train.runner import RuntimeParams
+from albert_tf.train.steps import TrainStep
+
+INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class TrainableMultipleChoice(TrainStep, AlbertForMultipleChoice):
+    """`AlbertForMultipleChoice` with the project's train/test step (the original's clipping across replicas)."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class RaceParams(RuntimeParams):
+    """Everything a RACE run needs; field names and defaults are `run_race.py`'s flags (the original's)."""
+
+    albert_config: AlbertConfig
+    data_dir: str
+    output_dir: str
+    spm_model_file: str = None
+    vocab_file: str = None
+    init_checkpoint: str = None
+    do_lower_case: bool = True
+    dropout_prob: float = 0.1
+    max_seq_length: int = 512
+    max_qa_length: int = 128
+    num_keep_checkpoint: int = 5
+    high_only: bool = False
+    middle_only: bool = False
+    do_train: bool = True
+    do_eval: bool = True
+    do_predict: bool = False
+    train_file: str = None
+    eval_file: str = None
+    predict_file: str = None
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    learning_rate: float = 1e-5
+    train_step: int = 12000
+    warmup_step: int = 1000
+    save_checkpoints_steps: int = 100
+    iterations_per_loop: int = 1000
+    optimizer: str = "adamw"
+    export_dir: str = None
+
+
+def build_model(config, dropout_prob=0.1):
+    """A trainable `AlbertForMultipleChoice` with its weights built."""
+    model = TrainableMultipleChoice(config, num_choices=race.NUM_CHOICES, dropout_prob=dropout_prob)
+    ones = tf.ones((1, race.NUM_CHOICES, 2), tf.int32)
+    model({"input_ids": ones, "input_mask": ones, "segment_ids": tf.zeros_like(ones)}, training=False)
+    return model
+
+
+def write_predictions(prefix, examples, logits):
+    """Writes `<prefix>.json` (see `evaluation.race.predictions`) and `<prefix>.tsv` (question_id, level, answer,
+    the four probabilities, label), each atomically. Returns the two paths."""
+    preds = race_metrics.predictions(examples, logits)
+    json_path = fileio.write_json(prefix + ".json", preds)
+    lines = ["question_id\tlevel\tanswer\t" + "\t".join(f"prob_{l}" for l in race_metrics.LABELS) + "\tlabel\n"]
+    for qid, entry in preds.items():
+        lines.append("\t".join([qid, entry["level"], entry["answer"], *(f"{p:.6f}" for p in entry["probabilities"]),
+                                entry.get("label", "")]) + "\n")
+    return json_path, fileio.write_text(prefix + ".tsv", "".join(lines))
+
+
+class RaceTask(TaskBase):
+    """The `run_race.py` task."""
+
+    name = "race"
+
+    def __init__(self):
+        self.tokenizer_ = None
+        self.examples = {}
+        self.record_files = {}
+
+    def check(self, params, strategy):
+        if not (params.do_train or params.do_eval or params.do_predict):
+            raise UsageError("At least one of --do_train, --do_eval or --do_predict must be True.")
+        race.check_lengths(params.max_seq_length, params.max_qa_length)
+        race.levels_to_read(params.high_only, params.middle_only)
+        self.check_batch_sizes(params, strategy, ["train_batch_size", "eval_batch_size", "predict_batch_size"])
+        self.tokenizer_ = self.tokenizer(params)
+        for split, on in (("train", params.do_train), ("dev", params.do_eval), ("test", params.do_predict)):
+            if not on:
+                continue
+            examples = race.read_race(params.data_dir, split, params.high_only, params.middle_only)
+            if not examples:
+                raise DataError(f"the {split} set under {params.data_dir} holds no question")
+            if split == "train" and any(e.label is None for e in examples):
+                raise DataError("the train set has questions without answers")
+            if split == "dev" and all(e.label is None for e in examples):
+                raise DataError(f"the dev set under {params.data_dir} has no answers to evaluate against")
+            self.examples[split] = examples
+
+    def prepare(self, params, strategy, cache_dir):
+        names = {"train": params.train_file or os.path.join(cache_dir, "train.tf_record"),
+                 "dev": params.eval_file or os.path.join(cache_dir, "eval.tf_record"),
+                 "test": params.predict_file or os.path.join(cache_dir, "predict.tf_record")}
+        for split, examples in self.examples.items():
+            path, ordered = race.prepare_records(examples, self.tokenizer_, names[split], params.max_seq_length,
+                                                 params.max_qa_length, split,
+                                                 shuffle_seed=params.random_seed if split == "train" else None)
+            self.record_files[split] = path
+            if ordered is not None:
+                self.examples[split] = ordered
+
+    def train_files(self, params):
+        return [self.record_files["train"]]
+
+    def primary_metric(self, params):
+        return "accuracy"
+
+    def train_schedule(self, params):
+        return Schedule(params.train_step, params.warmup_step, 0, 1.0, params.optimizer, params.learning_rate,
+                        params.save_checkpoints_steps, params.num_keep_checkpoint, params.iterations_per_loop,
+                        params.train_batch_size)
+
+    def build_model(self, params):
+        return build_model(params.albert_config, params.dropout_prob)
+
+    def compile_args(self, params):
+        return {"metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
+
+    def train_dataset(self, params, input_context, skip_batches):
+        return race.train_dataset(self.record_files["train"], params.max_seq_length,
+                                  input_context.get_per_replica_batch_size(params.train_batch_size),
+                                  seed=params.random_seed, input_context=input_context, skip_batches=skip_batches)
+
+    def has_dev(self, params):
+        return params.do_eval
+
+    def logits(self, model, params, strategy, split, batch_size):
+        """float32 logits [questions, 4] of a split, in record order."""
+        path, count = self.record_files[split], len(self.examples[split])
+        return predict_in_order(
+            model, lambda context: race.inference_dataset(path, params.max_seq_length, count, batch_size, context),
+            count, batch_size, INPUT_KEYS, strategy)
+
+    def evaluate(self, model, params, strategy):
+        return race_metrics.accuracy_by_level(self.examples["dev"],
+                                              self.logits(model, params, strategy, "dev", params.eval_batch_size))
+
+    def predict(self, model, params, strategy, output_dir):
+        outcome = {}
+        if params.do_eval:
+            logits = self.logits(model, params, strategy, "dev", params.eval_batch_size)
+            outcome["eval_predictions"] = write_predictions(os.path.join(output_dir, "eval_predictions"),
+                                                            self.examples["dev"], logits)
+        examples = self.examples["test"]
+        logits = self.logits(model, params, strategy, "test", params.predict_batch_size)
+        outcome["predictions"] = write_predictions(os.path.join(output_dir, "test_predictions"), examples, logits)
+        results = race_metrics.accuracy_by_level(examples, logits)
+        if results:
+            outcome["predict_results"] = results
+            outcome["predict_results_file"] = fileio.write_results(os.path.join(output_dir, "predict_results.txt"),
+                                                                   results)
+        return outcome
+
+    def export(self, model, params, export_dir):
+        return export_race_model(model, export_dir, tokenizer_file=params.spm_model_file or params.vocab_file,
+                                 do_lower_case=params.do_lower_case, is_sentencepiece=bool(params.spm_model_file),
+                                 max_seq_length=params.max_seq_length, max_qa_length=params.max_qa_length)
+
+
+def run_race(params):
+    """Trains (resuming from `output_dir`), evaluates every checkpoint on dev (keeping the best), predicts on test
+    and exports, as `run_race.py` does; returns the runner's outcome."""
+    return runner.run(RaceTask(), params)

@@ -1,0 +1,257 @@
+"""SQuAD v1.1 and v2.0, as the original's `run_squad_v1.py` / `run_squad_v2.py` (one task; `version_2_with_negative`
+selects v2.0).
+
+What differs from the other tasks:
+
+* data: `data.squad` reads the JSON, aligns SentencePiece pieces to the context characters and cuts windows
+  (`doc_stride`); windows are cached as TFRecords; the number of training steps comes from the number of
+  training questions, `questions / train_batch_size x num_train_epochs`, with `warmup_proportion` of them warm-up
+  (AdamW), as the original;
+* the model: `AlbertForSquad` (the v1.1 span head, or v2.0's answer verifier);
+* evaluation: prediction of `predict_file`, post-processing (`evaluation.squad_postprocessing`) and the official
+  scores when the file has answers; the best checkpoint is picked by F1, as the original's polling loop did;
+* predictions: `predictions.json`, `nbest_predictions.json` (and `null_odds.json` for v2.0, whose null threshold
+  is tuned on `predict_file` when it has answers and none is given, as the original);
+* the export: `<export_dir>/ids/<step>/` and, with the SentencePiece model, `<export_dir>/text/<step>/`.
+"""
+
+import dataclasses
+import logging
+import os
+
+import keras
+
+from albert_tf.config import AlbertConfig
+from albert_tf.data import squad
+from albert_tf.errors import UsageError
+from albert_tf.evaluation import squad as squad_evaluation
+from albert_tf.evaluation import squad_postprocessing as post
+from albert_tf.model import AlbertForSquad, dummy_inputs
+from albert_tf.serving.squad import export_squad_model
+from albert_tf.tasks.base import Schedule, TaskBase
+from albert_tf.text.tokenization import FullTokenizer
+from albert_tf.train import runner
+from albert_tf.train.predict import predict_in_order
+from albert_tf.train.runner import RuntimeParams
+from albert_tf.train.steps import TrainStep
+
+INPUT_KEYS = ("input_ids", "input_mask", "segment_ids", "p_mask")
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class TrainableSquad(TrainStep, AlbertForSquad):
+    """`AlbertForSquad` with the project's train/test step (the original's clipping across replicas)."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class SquadParams(RuntimeParams):
+    """Everything a SQuAD run needs; field names and defaults are `run_squad.py`'s flags (the original's)."""
+
+    albert_config: AlbertConfig
+    spm_model_file: str
+    output_dir: str
+    version_2_with_negative: bool = False
+    train_file: str = None
+    predict_file: str = None
+    train_feature_file: str = None
+    predict_feature_file: str = None
+    init_checkpoint: str = None
+    do_lower_case: bool = True
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    do_train: bool = False
+    do_predict: bool = False
+    train_batch_size: int = 32
+    predict_batch_size: int = 8
+    learning_rate: float = 5e-5
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    iterations_per_loop: int = 1000
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    start_n_top: int = 5
+    end_n_top: int = 5
+    dropout_prob: float = 0.1
+    null_score_diff_threshold: float = None
+    export_dir: str = None
+
+
+def evaluate_predictions(dataset, version_2, predictions, null_odds=None, best_non_null=None):
+    """Official scores of a prediction run (see `run_squad.py`'s help for the v2.0 keys)."""
+    if not version_2:
+        return squad_evaluation.evaluate_v1(dataset, predictions)
+    results = dict(squad_evaluation.evaluate_v2(dataset, predictions))
+    tuned = squad_evaluation.evaluate_v2(dataset, best_non_null, na_probs=null_odds)
+    for key in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"):
+        results[f"dev_tuned_{key}"] = tuned[key]
+    heldout = squad_evaluation.heldout_threshold_scores(dataset, best_non_null, null_odds)
+    for key, value in heldout.items():
+        results[f"heldout_{key}"] = value
+    return results
+
+
+class SquadTask(TaskBase):
+    """The `run_squad.py` task."""
+
+    name = "squad"
+
+    def __init__(self):
+        self.tokenizer_ = None
+        self.train_examples = None
+        self.predict_examples = None
+        self.train = None
+        self.predict_set = None
+        self.gold = None
+
+    def check(self, params, strategy):
+        if not (params.do_train or params.do_predict or params.export_dir):
+            raise UsageError("At least one of --do_train, --do_predict or --export_dir must be given.")
+        if params.do_train and not params.train_file:
+            raise UsageError("--do_train needs --train_file")
+        if params.do_predict and not params.predict_file:
+            raise UsageError("--do_predict needs --predict_file")
+        squad.check_lengths(params.max_seq_length, params.max_query_length, params.doc_stride)
+        if params.version_2_with_negative and (params.start_n_top > params.max_seq_length
+                                               or params.end_n_top > params.max_seq_length):
+            raise UsageError("--start_n_top and --end_n_top must not exceed --max_seq_length")
+        if params.do_predict:
+            self.check_batch_sizes(params, strategy, ["predict_batch_size"])
+        self.tokenizer_ = FullTokenizer(spm_model_file=params.spm_model_file, do_lower_case=params.do_lower_case)
+        if params.do_train:
+            self.train_examples = squad.read_examples(params.train_file, True, params.random_seed)
+            steps = self.train_schedule(params).num_train_steps
+            if steps < 1:
+                raise UsageError(f"{len(self.train_examples[0])} training questions at --train_batch_size "
+                                 f"{params.train_batch_size} x --num_train_epochs {params.num_train_epochs} make no "
+                                 "step")
+        if params.do_predict:
+            self.predict_examples = squad.read_examples(params.predict_file, False)
+            data = squad.load_squad_json(params.predict_file)
+            has_gold = any(qa.get("answers") or qa.get("is_impossible")
+                           for article in data["data"] for p in article["paragraphs"] for qa in p["qas"])
+            self.gold = data if has_gold else None
+            stats = self.predict_examples[1]
+            if stats.impossible and not params.version_2_with_negative:
+                logging.warning("%s has %d unanswerable (is_impossible) questions; the v1.1 head always answers. "
+                                "Pass --version_2_with_negative for SQuAD 2.0.", params.predict_file,
+                                stats.impossible)
+
+    def train_schedule(self, params):
+        steps = warmup = 1
+        if params.do_train and self.train_examples is not None:
+            # As the original: steps from the number of questions (not windows), warmup a proportion of them.
+            steps = int(len(self.train_examples[0]) / params.train_batch_size * params.num_train_epochs)
+            warmup = int(steps * params.warmup_proportion)
+        return Schedule(steps, warmup, 0, 1.0, "adamw", params.learning_rate, params.save_checkpoints_steps,
+                        params.keep_checkpoint_max, params.iterations_per_loop, params.train_batch_size)
+
+    def prepare(self, params, strategy, cache_dir):
+        if params.do_train:
+            self.train = squad.build_or_load_features(
+                params.train_file, params.train_feature_file or os.path.join(cache_dir, "train.tf_record"),
+                self.tokenizer_, params.max_seq_length, params.doc_stride, params.max_query_length, is_training=True,
+                shuffle_seed=params.random_seed, examples=self.train_examples)
+            logging.info("Training on %d questions (%d windows)", len(self.train.examples), self.train.num_features)
+        if params.do_predict:
+            self.predict_set = squad.build_or_load_features(
+                params.predict_file, params.predict_feature_file or os.path.join(cache_dir, "predict.tf_record"),
+                self.tokenizer_, params.max_seq_length, params.doc_stride, params.max_query_length,
+                is_training=False, examples=self.predict_examples)
+
+    def train_files(self, params):
+        return [self.train.feature_file]
+
+    def primary_metric(self, params):
+        return "f1"
+
+    def build_model(self, params):
+        model = TrainableSquad(params.albert_config, version_2=params.version_2_with_negative,
+                               start_n_top=params.start_n_top, end_n_top=params.end_n_top,
+                               dropout_prob=params.dropout_prob)
+        model(dummy_inputs(seq_length=4), training=False)
+        return model
+
+    def train_dataset(self, params, input_context, skip_batches):
+        return squad.training_dataset(self.train.feature_file, params.max_seq_length,
+                                      input_context.get_per_replica_batch_size(params.train_batch_size),
+                                      seed=params.random_seed, input_context=input_context,
+                                      skip_batches=skip_batches)
+
+    def has_dev(self, params):
+        return bool(params.do_predict and self.gold is not None)
+
+    # -- prediction ---------------------------------------------------------------------------------------------
+
+    def _answers(self, model, params, strategy):
+        """Predictions of `predict_file` with the model's weights: (files' contents, results, outcome extras)."""
+        data = self.predict_set
+        outputs = predict_in_order(
+            model, lambda context: squad.prediction_dataset(data.feature_file, params.max_seq_length,
+                                                            params.predict_batch_size, data.num_features, context),
+            data.num_features, params.predict_batch_size, INPUT_KEYS, strategy)
+        unique_ids = [f.unique_id for f in data.features]
+        result_dict, examples, features = {}, data.examples, data.features
+        if not params.version_2_with_negative:
+            results = post.raw_results_v1(unique_ids, outputs["start_logits"], outputs["end_logits"])
+            post.accumulate_predictions_v1(result_dict, examples, features, results, params.n_best_size,
+                                           params.max_answer_length)
+            predictions, nbest = post.write_predictions_v1(result_dict, examples, features, params.n_best_size)
+            scores = evaluate_predictions(self.gold, False, predictions) if self.gold else None
+            return {"predictions": predictions, "nbest_predictions": nbest}, scores, {}
+        cls_dict = {}
+        results = post.raw_results_v2(unique_ids, outputs)
+        post.accumulate_predictions_v2(result_dict, cls_dict, examples, features, results, params.n_best_size,
+                                       params.max_answer_length, params.start_n_top, params.end_n_top)
+        _, null_odds, best_non_null, _ = post.write_predictions_v2(result_dict, cls_dict, examples, features,
+                                                                   params.n_best_size)
+        threshold, source = params.null_score_diff_threshold, "--null_score_diff_threshold"
+        if threshold is None and self.gold:
+            has_answer = squad_evaluation.has_answer_map(self.gold)
+            _, f1_raw = squad_evaluation.raw_scores_v2(self.gold, best_non_null)
+            _, threshold = squad_evaluation.realisable_threshold(best_non_null, f1_raw, null_odds, has_answer)
+            source = "tuned on this file for the best F1, as the original"
+        elif threshold is None:
+            threshold, source = 0.0, "default 0.0 (no gold answers to tune on)"
+        predictions, null_odds, best_non_null, nbest = post.write_predictions_v2(
+            result_dict, cls_dict, examples, features, params.n_best_size, threshold)
+        scores = evaluate_predictions(self.gold, True, predictions, null_odds, best_non_null) if self.gold else None
+        files = {"predictions": predictions, "nbest_predictions": nbest, "null_odds": null_odds}
+        return files, scores, {"null_score_diff_threshold": threshold, "null_score_diff_threshold_source": source}
+
+    def evaluate(self, model, params, strategy):
+        _, scores, _ = self._answers(model, params, strategy)
+        return {k: v for k, v in scores.items() if not isinstance(v, list)}
+
+    def predict(self, model, params, strategy, output_dir):
+        contents, scores, extras = self._answers(model, params, strategy)
+        files = {name: post.write_json_atomic(os.path.join(output_dir, f"{name}.json"), value)
+                 for name, value in contents.items()}
+        outcome = {"files": files, "predict_examples": len(self.predict_set.examples),
+                   "predict_features": self.predict_set.num_features, **extras}
+        if scores is not None:
+            outcome["eval_results"] = scores
+        self.threshold = extras.get("null_score_diff_threshold", params.null_score_diff_threshold)
+        return outcome
+
+    def export(self, model, params, export_dir):
+        base, step = os.path.split(export_dir)
+        kinds = ("ids", "text") if params.spm_model_file else ("ids",)
+        existing = {kind: os.path.join(base, kind, step) for kind in kinds}
+        if all(os.path.exists(path) for path in existing.values()):
+            logging.warning("%s exist (exports of step %s): kept as they are", ", ".join(existing.values()), step)
+            return existing
+        threshold = getattr(self, "threshold", params.null_score_diff_threshold)
+        return export_squad_model(model, base, spm_model_file=params.spm_model_file,
+                                  do_lower_case=params.do_lower_case, max_seq_length=params.max_seq_length,
+                                  max_query_length=params.max_query_length,
+                                  max_answer_length=params.max_answer_length, null_score_diff_threshold=threshold,
+                                  version=step)
+
+
+def run_squad(params):
+    """Fine-tunes (resuming from output_dir), predicts and evaluates, and exports, as `run_squad.py` describes;
+    returns the runner's outcome (steps, counts, the paths written, `eval_results`, `export_dir`)."""
+    return runner.run(SquadTask(), params)

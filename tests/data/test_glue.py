@@ -1,0 +1,265 @@
+"""GLUE and CSV readers, the feature cache, and the dynamic-padding pipelines."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.data import glue
+from albert_tf.text.tokenization import FullTokenizer, encode_pair
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SAMPLE_GLUE = os.path.join(REPO_ROOT, "data", "glue")
+SHARED_GLUE = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "glue")
+needs_shared = pytest.mark.skipif(not os.path.isdir(SHARED_GLUE),
+                                  reason="the official GLUE files (../shared/data/glue) are not here (CI clone)")
+
+# Official GLUE row counts (train, dev, test).
+OFFICIAL_COUNTS = {"sst-2": (67349, 872, 1821), "cola": (8551, 1043, 1063), "mrpc": (3668, 408, 1725),
+                   "rte": (2490, 277, 3000), "sts-b": (5749, 1500, 1379)}
+
+
+# ------------------------------------------------------------------------------------------------ readers
+@pytest.mark.parametrize("task", sorted(OFFICIAL_COUNTS))
+def test_sample_counts(task):
+    processor = glue.get_processor(task)
+    assert [len(processor.get_examples(SAMPLE_GLUE, s)) for s in glue.SPLITS] == [200, 100, 50]
+
+
+@needs_shared
+@pytest.mark.parametrize("task", sorted(OFFICIAL_COUNTS))
+def test_official_counts(task):
+    processor = glue.get_processor(task)
+    counts = tuple(len(processor.get_examples(SHARED_GLUE, s)) for s in glue.SPLITS)
+    assert counts == OFFICIAL_COUNTS[task]
+
+
+def test_layouts_and_labels():
+    mrpc = glue.get_processor("MRPC")  # any case; the files start with a byte-order mark
+    first = mrpc.get_train_examples(SAMPLE_GLUE)[0]
+    assert first.label == "1" and first.text_a.startswith("Amrozi accused his brother")
+    assert first.text_b.startswith("Referring to him as only \"the witness\"")  # bare quotes kept as text
+    test = mrpc.get_test_examples(SAMPLE_GLUE)
+    assert [e.guid for e in test[:3]] == ["0", "1", "2"] and test[0].label is None
+
+    cola = glue.get_processor("cola")  # train/dev have no header row
+    first = cola.get_train_examples(SAMPLE_GLUE)[0]
+    assert first.line == 1 and first.label == "1" and first.text_a.startswith("Our friends won't buy")
+    assert cola.get_test_examples(SAMPLE_GLUE)[0].text_a == "Bill whistled past the house."
+
+    stsb = glue.get_processor("sts-b")
+    assert stsb.is_regression and stsb.get_labels() == [None] and stsb.num_labels == 1
+    first = stsb.get_train_examples(SAMPLE_GLUE)[0]
+    assert (first.text_a, first.text_b, first.label) == ("A plane is taking off.", "An air plane is taking off.", 5.0)
+
+    rte = glue.get_processor("rte")
+    assert rte.get_labels() == ["entailment", "not_entailment"]
+    assert {e.label for e in rte.get_dev_examples(SAMPLE_GLUE)} == {"entailment", "not_entailment"}
+    assert glue.get_processor("mnli").get_labels() == ["contradiction", "entailment", "neutral"]
+    assert glue.get_processor("mismnli").task.files[1:] == ("dev_mismatched.tsv", "test_mismatched.tsv")
+    # data_dir may also be the task's folder itself
+    assert len(glue.get_processor("sst-2").get_dev_examples(os.path.join(SAMPLE_GLUE, "SST-2"))) == 100
+
+
+def _write(path, text, encoding="utf-8"):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding=encoding, newline="") as f:
+        f.write(text)
+    return path
+
+
+def test_errors(tmp_path):
+    with pytest.raises(glue.UnknownTaskError, match="known tasks: cola, mismnli, mnli, mrpc, qnli, qqp, rte, "
+                                                    "sst-2, sts-b, wnli"):
+        glue.get_processor("sst2")
+    with pytest.raises(glue.MissingSplitError, match=r"dev file dev.tsv is not in .*tried .*SST-2/dev.tsv"):
+        glue.get_processor("sst-2").get_dev_examples(str(tmp_path))
+
+    _write(str(tmp_path / "SST-2" / "train.tsv"), "sentence\tlabel\ngood film\t1\nno label here\nbad\t0\n")
+    with pytest.raises(glue.MalformedRowError, match=r"SST-2/train.tsv, line 3: 1 fields") as info:
+        glue.get_processor("sst-2").get_train_examples(str(tmp_path))
+    assert info.value.line == 3
+
+    _write(str(tmp_path / "SST-2" / "dev.tsv"), "sentence\tlabel\ngood film\t1\nodd\t2\n")
+    with pytest.raises(glue.UnknownLabelError, match=r"dev.tsv, line 3: label '2' is not in the label set "
+                                                     r"'0', '1' of task sst-2"):
+        glue.get_processor("sst-2").get_dev_examples(str(tmp_path))
+
+    header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+    _write(str(tmp_path / "STS-B" / "train.tsv"), header + "0\tg\tf\ty\to\ts\ts\ta\tb\thigh\n")
+    with pytest.raises(glue.MalformedRowError, match="line 2: score 'high' is not a number"):
+        glue.get_processor("sts-b").get_train_examples(str(tmp_path))
+
+    with open(tmp_path / "bad.tsv", "wb") as f:
+        f.write(b"sentence\tlabel\nfine\t1\n\xff\xfe bad bytes\t0\n")
+    with pytest.raises(glue.MalformedRowError, match="not valid UTF-8"):
+        glue.CsvProcessor(train_file=str(tmp_path / "bad.tsv")).get_train_examples(None)
+
+
+def test_qqp_skips_short_rows_as_the_original(tmp_path):
+    _write(str(tmp_path / "QQP" / "train.tsv"),
+           "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n0\t1\t2\tq one?\tq two?\t0\n1\t3\t4\tcut short\n"
+           "2\t5\t6\tq three?\tq four?\t1\n")
+    examples = glue.get_processor("qqp").get_train_examples(str(tmp_path))
+    assert [(e.guid, e.label) for e in examples] == [("0", "0"), ("2", "1")]
+
+
+def test_csv_processor(tmp_path):
+    train = _write(str(tmp_path / "train.csv"),
+                   'id,review,stars\n1,"Great, really great",10\n2,"He said ""meh""",2\n3,fine,10\n')
+    dev = _write(str(tmp_path / "dev.csv"), 'id,review,stars\n7,"ok, ok",2\n')
+    test = _write(str(tmp_path / "test.csv"), "id,review\n9,unlabelled\n")
+    processor = glue.get_processor("Reviews", train_file=train, dev_file=dev, test_file=test, delimiter="comma",
+                                   text_a_column="review", label_column="stars", guid_column="id")
+    assert processor.task_name == "reviews"
+    assert processor.get_labels() == ["2", "10"]  # inferred from the train file, sorted numerically
+    examples = processor.get_train_examples(None)
+    assert [(e.guid, e.text_a, e.label) for e in examples] == [
+        ("1", "Great, really great", "10"), ("2", 'He said "meh"', "2"), ("3", "fine", "10")]
+    assert processor.label_index("10") == 1
+    assert [(e.guid, e.text_a, e.label) for e in processor.get_test_examples(None)] == [("9", "unlabelled", None)]
+
+    # Positions, no header, a given label list, pairs; relative paths are looked up in data_dir.
+    _write(str(tmp_path / "pairs.tsv"), "a one\tb one\tyes\na two\tb two\tmaybe\n")
+    pairs = glue.CsvProcessor(train_file="pairs.tsv", text_a_column=0, text_b_column="1", label_column=2,
+                              header=False, labels=["no", "yes"])
+    with pytest.raises(glue.UnknownLabelError, match="line 2: label 'maybe' is not in the label set 'no', 'yes'"):
+        pairs.get_train_examples(str(tmp_path))
+    with pytest.raises(glue.MissingSplitError, match="no dev file given"):
+        pairs.get_dev_examples(str(tmp_path))
+    with pytest.raises(glue.DataError, match="by name only when the files have a header"):
+        glue.CsvProcessor(train_file=train, text_a_column="review", header=False)
+    with pytest.raises(glue.MalformedRowError, match="no column named 'text'"):
+        glue.CsvProcessor(train_file=train, delimiter=",", text_a_column="text", label_column="stars") \
+            .get_train_examples(None)
+    regression = glue.CsvProcessor(train_file=train, delimiter=",", text_a_column=1, label_column=2,
+                                   regression=True)
+    assert [e.label for e in regression.get_train_examples(None)] == [10.0, 2.0, 10.0]
+    assert regression.num_labels == 1
+
+
+# ------------------------------------------------------------------------------------------ feature cache
+@pytest.fixture(scope="module")
+def tok():
+    return FullTokenizer(spm_model_file=os.path.join(REPO_ROOT, "data", "30k-clean.model"), do_lower_case=True)
+
+
+def _records(path, max_seq_length, regression=False):
+    spec = glue.record_spec(max_seq_length, regression)
+    return [{k: v.numpy() for k, v in tf.io.parse_single_example(r, spec).items()}
+            for r in tf.data.TFRecordDataset(path)]
+
+
+def test_features_and_cache_keys(tmp_path, tok):
+    data_dir = tmp_path / "glue"
+    shutil.copytree(os.path.join(SAMPLE_GLUE, "MRPC"), data_dir / "MRPC")
+    processor = glue.get_processor("mrpc")
+    cache = str(tmp_path / "cache")
+    first = glue.cached_features(processor, str(data_dir), "dev", tok, 48, cache)
+    assert first.written and first.num_examples == 100 and first.max_length == 48
+    records = _records(first.path, 48)
+    assert len(records) == 100
+    example = first.examples[5]
+    ids, mask, segments = encode_pair(tok, example.text_a, example.text_b, 48)
+    np.testing.assert_array_equal(records[5]["input_ids"], ids)
+    np.testing.assert_array_equal(records[5]["input_mask"], mask)
+    np.testing.assert_array_equal(records[5]["segment_ids"], segments)
+    assert records[5]["label_ids"] == int(example.label) and records[5]["is_real_example"] == 1
+    assert os.path.basename(first.path).startswith("mrpc_dev_48_")
+
+    again = glue.cached_features(processor, str(data_dir), "dev", tok, 48, cache)
+    assert not again.written and again.path == first.path
+    # Sequence length, casing, tokenizer and data each give a new file; nothing stale is reused.
+    assert glue.cached_features(processor, str(data_dir), "dev", tok, 40, cache).path != first.path
+    cased = FullTokenizer(spm_model_file=tok.spm_model_file, do_lower_case=False)
+    assert glue.cached_features(processor, str(data_dir), "dev", cased, 48, cache).path != first.path
+    with open(data_dir / "MRPC" / "dev.tsv", "a", encoding="utf-8") as f:
+        f.write("0\t1\t2\tan added row\tanother\n")
+    changed = glue.cached_features(processor, str(data_dir), "dev", tok, 48, cache)
+    assert changed.written and changed.path != first.path and changed.num_examples == 101
+    assert not [f for f in os.listdir(cache) if ".tmp" in f]
+    # A record file whose description does not match is rewritten, not trusted.
+    with open(changed.path + ".json", "w", encoding="utf-8") as f:
+        f.write('{"key": "something else"}')
+    assert glue.cached_features(processor, str(data_dir), "dev", tok, 48, cache).written
+
+
+def test_regression_records_and_texts_helper(tmp_path, tok):
+    features = glue.cached_features(glue.get_processor("sts-b"), SAMPLE_GLUE, "train", tok, 32, str(tmp_path))
+    record = _records(features.path, 32, regression=True)[0]
+    assert record["label_ids"].dtype == np.float32 and record["label_ids"] == 5.0
+    arrays = glue.features_from_texts(tok, ["A plane is taking off."], ["An air plane is taking off."], 32)
+    np.testing.assert_array_equal(arrays["input_ids"][0], record["input_ids"])
+    np.testing.assert_array_equal(arrays["segment_ids"][0], record["segment_ids"])
+
+
+# ------------------------------------------------------------------------------------------- pipelines
+@pytest.fixture(scope="module")
+def sst2_records(tmp_path_factory, tok):
+    cache = str(tmp_path_factory.mktemp("sst2_cache"))
+    processor = glue.get_processor("sst-2")
+    return {split: glue.cached_features(processor, SAMPLE_GLUE, split, tok, 64, cache) for split in ("train", "dev")}
+
+
+def test_train_batches_are_padded_to_their_longest(sst2_records):
+    path = sst2_records["train"].path
+    dataset = glue.train_dataset(path, 64, 8, regression=False, seed=3)
+    widths = []
+    for features, labels in dataset.take(30):
+        mask = features["input_mask"].numpy()
+        assert mask.shape[0] == 8 and labels.shape == (8,)
+        assert mask.sum(axis=1).max() == mask.shape[1]  # the longest example fills the batch exactly
+        lengths = mask.sum(axis=1)
+        bucket = np.searchsorted(glue.length_buckets(64), lengths, side="right")
+        assert len(set(bucket)) == 1  # one length bucket per batch
+        widths.append(mask.shape[1])
+    assert max(widths) < 64 and len(set(widths)) > 3
+    # Every iterator gives the same batches (resuming skips batches), and seeds matter.
+    again = [f["input_ids"].numpy() for f, _ in glue.train_dataset(path, 64, 8, False, seed=3).skip(5).take(2)]
+    first = [f["input_ids"].numpy() for f, _ in dataset.skip(5).take(2)]
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    other = next(iter(glue.train_dataset(path, 64, 8, False, seed=4)))[0]["input_ids"].numpy()
+    assert other.shape != first[0].shape or not np.array_equal(other, first[0])
+    # TPU layout: padded to max_seq_length, full batches.
+    static = next(iter(glue.train_dataset(path, 64, 8, False, seed=3, static_shapes=True)))[0]
+    assert static["input_ids"].shape == (8, 64)
+
+
+def test_eval_batches_cover_every_example_once(sst2_records):
+    features = sst2_records["dev"]
+    dataset = glue.eval_dataset(features.path, 64, 16, False, features.num_examples, window_batches=2)
+    assert int(dataset.cardinality()) == 7
+    indices = []
+    for batch in dataset:
+        lengths = batch["input_mask"].numpy().sum(axis=1)
+        assert lengths.max() == batch["input_mask"].shape[1]
+        indices.extend(batch["example_index"].numpy())
+    assert sorted(i for i in indices if i >= 0) == list(range(100)) and indices.count(-1) == 12
+    static = list(glue.eval_dataset(features.path, 64, 16, False, 100, dynamic_padding=False))
+    assert len(static) == 7 and all(b["input_ids"].shape == (16, 64) for b in static)
+    last = static[-1]
+    assert list(last["example_index"].numpy()[4:]) == [-1] * 12
+    assert list(last["is_real_example"].numpy()[4:]) == [0] * 12
+
+
+def test_predictions_identical_with_and_without_dynamic_padding(sst2_records, tiny_config):
+    # pylint: disable=import-outside-toplevel
+    from albert_tf.tasks.classification import build_classifier
+    from albert_tf.train.predict import predict_in_order
+
+    features = sst2_records["dev"]
+    model = build_classifier(tiny_config, 2)
+    outputs = {}
+    for name, options in {"dynamic": {}, "max_length": {"dynamic_padding": False}}.items():
+        outputs[name] = predict_in_order(
+            model, lambda context, options=options: glue.eval_dataset(
+                features.path, 64, 16, False, features.num_examples, window_batches=2, input_context=context,
+                **options),
+            features.num_examples, 16, glue.FEATURE_NAMES)
+    for name, logits in outputs.items():
+        assert logits.shape == (100, 2)
+        np.testing.assert_allclose(logits, outputs["max_length"], rtol=0, atol=1e-5, err_msg=name)
+        np.testing.assert_array_equal(logits.argmax(-1), outputs["max_length"].argmax(-1), err_msg=name)

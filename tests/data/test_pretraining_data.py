@@ -1,0 +1,635 @@
+"""Pretraining data creation: behaviour on the shipped corpus, round trip, reproducibility and errors."""
+
+import collections
+import glob
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.data import pretraining_data as pdata
+from albert_tf.text import tokenization
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS_DIR = os.path.join(REPO_ROOT, "data", "corpus")
+SPM = os.path.join(REPO_ROOT, "data", "30k-clean.model")
+CLS, SEP, MASK = 2, 3, 4
+
+
+def corpus_files():
+    files = sorted(glob.glob(os.path.join(CORPUS_DIR, "*.txt")))
+    assert len(files) >= 5, "data/corpus should hold several books (tools/prepare_corpus.py)"
+    return files
+
+
+def parse_all(paths, max_seq_length, slots):
+    """All records of `paths` as numpy arrays, parsed with a plain spec like the original reader's."""
+    spec = {
+        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "token_boundary": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "masked_lm_positions": tf.io.FixedLenFeature([slots], tf.int64),
+        "masked_lm_ids": tf.io.FixedLenFeature([slots], tf.int64),
+        "masked_lm_weights": tf.io.FixedLenFeature([slots], tf.float32),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+    }
+    dataset = tf.data.TFRecordDataset(paths).batch(1 << 20).map(lambda s: tf.io.parse_example(s, spec))
+    return {k: v.numpy() for k, v in next(iter(dataset)).items()}
+
+
+def run(tmp_path, name="out.tfrecord", inputs=None, outputs=1, **kwargs):
+    config_args = {k: kwargs.pop(k) for k in list(kwargs) if k in {f.name for f in
+                                                                    pdata.dataclasses.fields(pdata.PretrainingConfig)}}
+    config_args.setdefault("dupe_factor", 1)
+    config_args.setdefault("max_seq_length", 128)
+    paths = [str(tmp_path / (f"{i}-{name}" if outputs > 1 else name)) for i in range(outputs)]
+    kwargs.setdefault("spm_model_file", SPM)
+    stats = pdata.create_pretraining_data(inputs or corpus_files(), paths,
+                                          config=pdata.PretrainingConfig(**config_args), **kwargs)
+    return paths, stats
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """The whole shipped corpus at max_seq_length 128, dupe_factor 2: about 2,000 instances."""
+    tmp = tmp_path_factory.mktemp("generated")
+    paths, stats = run(tmp, dupe_factor=2, max_seq_length=128, max_predictions_per_seq=20)
+    return parse_all(paths, 128, 20), stats
+
+
+@pytest.fixture(scope="module")
+def sp_tokenizer():
+    return tokenization.FullTokenizer(spm_model_file=SPM)
+
+
+def lengths_of(records):
+    return records["input_mask"].sum(axis=1)
+
+
+def unmasked_ids(records):
+    ids = records["input_ids"].copy()
+    for n in range(len(ids)):
+        k = int(records["masked_lm_weights"][n].sum())
+        ids[n, records["masked_lm_positions"][n, :k]] = records["masked_lm_ids"][n, :k]
+    return ids
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Statistical properties on the shipped corpus
+
+
+def test_masked_fraction_and_budget(generated):
+    records, stats = generated
+    lengths = lengths_of(records)
+    counts = records["masked_lm_weights"].sum(axis=1).astype(int)
+    budget = np.minimum(20, np.maximum(1, np.array([int(round(n * 0.15)) for n in lengths])))
+    assert len(lengths) > 1500 and stats.instances == len(lengths)
+    assert (counts <= budget).all()
+    assert (counts == budget).mean() > 0.95  # the budget is nearly always filled
+    fraction = counts.sum() / lengths.sum()
+    assert 0.13 < fraction < 0.155, fraction
+    assert stats.masked_positions == counts.sum()
+
+
+def test_ngram_lengths_follow_one_over_n(generated):
+    _, stats = generated
+    drawn = np.array(stats.ngram_drawn, dtype=float)
+    assert drawn.sum() > 10000
+    np.testing.assert_allclose(drawn / drawn.sum(), [6 / 11, 3 / 11, 2 / 11], atol=0.015)
+    accepted = np.array(stats.ngram_accepted, dtype=float) / sum(stats.ngram_accepted)
+    # Budget trimming and overlaps favour short n-grams a little, but the 1/n shape stays.
+    assert accepted[0] > accepted[1] > accepted[2] > 0.08
+    assert abs(accepted[1] / accepted[0] - 0.5) < 0.12
+
+
+def test_ngram_lengths_reversed_without_favor_shorter(tmp_path):
+    _, stats = run(tmp_path, inputs=corpus_files()[:2], favor_shorter_ngram=False)
+    drawn = np.array(stats.ngram_drawn, dtype=float)
+    np.testing.assert_allclose(drawn / drawn.sum(), [2 / 11, 3 / 11, 6 / 11], atol=0.03)
+
+
+def test_eighty_ten_ten(generated):
+    records, _ = generated
+    weights = records["masked_lm_weights"] > 0
+    rows, slots = np.nonzero(weights)
+    placed = records["input_ids"][rows, records["masked_lm_positions"][rows, slots]]
+    labels = records["masked_lm_ids"][rows, slots]
+    assert len(labels) > 25000
+    mask_share = (placed == MASK).mean()
+    keep_share = ((placed == labels) & (placed != MASK)).mean()
+    random_share = ((placed != labels) & (placed != MASK)).mean()
+    assert abs(mask_share - 0.8) < 0.015, mask_share
+    assert abs(keep_share - 0.1) < 0.012, keep_share
+    assert abs(random_share - 0.1) < 0.012, random_share
+
+
+def test_sentence_order_labels_balanced(generated):
+    records, stats = generated
+    share = records["next_sentence_labels"].mean()
+    # 50% swaps, plus the single-sentence chunks whose B comes from another document (label 1 as well).
+    assert 0.47 < share < 0.60, share
+    assert stats.sentence_order_positive == records["next_sentence_labels"].sum()
+
+
+def test_special_tokens_never_masked(generated):
+    records, _ = generated
+    ids = unmasked_ids(records)
+    lengths = lengths_of(records)
+    for n in range(len(ids)):
+        k = int(records["masked_lm_weights"][n].sum())
+        positions = records["masked_lm_positions"][n, :k]
+        seps = np.flatnonzero(ids[n, :lengths[n]] == SEP)
+        assert ids[n, 0] == CLS and len(seps) == 2 and seps[1] == lengths[n] - 1
+        assert not set(positions.tolist()) & {0, *seps.tolist()}
+        assert not set(records["masked_lm_ids"][n, :k].tolist()) & {CLS, SEP}
+
+
+def test_whole_word_spans_respect_token_boundaries(generated):
+    records, _ = generated
+    lengths = lengths_of(records)
+    ids = unmasked_ids(records)
+    checked = 0
+    for n in range(len(ids)):
+        k = int(records["masked_lm_weights"][n].sum())
+        masked = set(records["masked_lm_positions"][n, :k].tolist())
+        candidates = [p for p in range(1, lengths[n]) if ids[n, p] not in (CLS, SEP)]
+        for prev, cur in zip(candidates, candidates[1:]):
+            if records["token_boundary"][n, cur] == 0:  # continues the previous word
+                assert (prev in masked) == (cur in masked), (n, prev, cur)
+                checked += 1
+    assert checked > 1000
+
+
+def test_token_boundary_marks_word_starts(generated, sp_tokenizer):
+    records, _ = generated
+    ids = unmasked_ids(records)
+    lengths = lengths_of(records)
+    for n in range(0, len(ids), 7):
+        for p in range(lengths[n]):
+            piece = sp_tokenizer.sp_model.id_to_piece(int(ids[n, p]))
+            expected = 1 if ids[n, p] in (CLS, SEP) else int(pdata.sentencepiece_word_start(piece))
+            assert records["token_boundary"][n, p] == expected
+
+
+def test_padding_and_segments(generated):
+    records, _ = generated
+    lengths = lengths_of(records)
+    ids = unmasked_ids(records)
+    for n in range(len(lengths)):
+        length = lengths[n]
+        assert (records["input_mask"][n, :length] == 1).all()
+        for name in ("input_ids", "input_mask", "segment_ids", "token_boundary"):
+            assert (records[name][n, length:] == 0).all(), name
+        first_sep = int(np.flatnonzero(ids[n] == SEP)[0])
+        assert (records["segment_ids"][n, :first_sep + 1] == 0).all()
+        assert (records["segment_ids"][n, first_sep + 1:length] == 1).all()
+        assert first_sep >= 2 and length - first_sep >= 3  # both segments hold a token
+        k = int(records["masked_lm_weights"][n].sum())
+        assert (records["masked_lm_weights"][n, :k] == 1).all()
+        assert (np.diff(records["masked_lm_positions"][n, :k]) > 0).all()  # sorted, distinct
+        for name in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
+            assert (records[name][n, k:] == 0).all(), name
+    assert lengths.max() == 128 and (lengths < 100).mean() > 0.03  # full rows and short_seq_prob rows
+
+
+def test_statistics_match_original_algorithm(tmp_path):
+    """Instances agree with the bench's re-implementation of the original algorithm (pure Python, global shuffle,
+    unseeded n-gram draws) on the same input: with short_seq_prob=0 the instance count is fixed by the documents
+    and must be equal; lengths, labels and mask counts agree statistically."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_pretraining_data", os.path.join(REPO_ROOT, "bench", "bench_pretraining_data.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    files = []
+    for path in corpus_files()[:3]:
+        # A trailing blank line: the original does not end a document at the end of a file, this project does.
+        copy = tmp_path / os.path.basename(path)
+        with open(path, encoding="utf-8") as f:
+            copy.write_text(f.read() + "\n\n", encoding="utf-8")
+        files.append(str(copy))
+    baseline = bench.OriginalAlgorithm(SPM, 128, dupe_factor=2, short_seq_prob=0.0).run(
+        files, str(tmp_path / "base.tfrecord"))
+    _, ours = run(tmp_path, inputs=files, dupe_factor=2, short_seq_prob=0.0)
+    n_base, n_ours = baseline["instances"], ours.instances
+    assert n_ours == n_base
+    assert abs(ours.instance_tokens / n_ours - baseline["tokens"] / n_base) < 1.0
+    assert abs(ours.sentence_order_positive / n_ours - baseline["label1"] / n_base) < 0.06
+    assert abs(ours.masked_positions / n_ours - baseline["masked"] / n_base) < 0.2
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Round trip and determinism
+
+
+def document_texts(path, tokenizer):
+    """Each document of an input file as the text the tokenizer saw, sentences joined by one space."""
+    docs, current = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = tokenizer.preprocess(line)
+            if not line:
+                if current:
+                    docs.append(" ".join(current))
+                current = []
+            else:
+                current.append(line)
+    if current:
+        docs.append(" ".join(current))
+    return docs
+
+
+def test_round_trip_decodes_to_text_segments(tmp_path, sp_tokenizer):
+    inputs = [os.path.join(CORPUS_DIR, "sample_text.txt"), os.path.join(CORPUS_DIR, "gutenberg-austen-emma.txt")]
+    paths, stats = run(tmp_path, inputs=inputs, max_seq_length=96, max_predictions_per_seq=14, outputs=2)
+    spec = {name: tf.io.FixedLenFeature([96], tf.int64)
+            for name in ("input_ids", "input_mask", "segment_ids", "token_boundary")}
+    spec.update({name: tf.io.FixedLenFeature([14], tf.int64) for name in ("masked_lm_positions", "masked_lm_ids")})
+    spec["masked_lm_weights"] = tf.io.FixedLenFeature([14], tf.float32)
+    spec["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
+    docs = [doc for path in inputs for doc in document_texts(path, sp_tokenizer)]
+    sp_model = sp_tokenizer.sp_model
+    checked = in_order = 0
+    for path in paths:
+        for raw in tf.data.TFRecordDataset(path):
+            ex = {k: v.numpy() for k, v in tf.io.parse_single_example(raw, spec).items()}
+            ids = ex["input_ids"].copy()
+            k = int(ex["masked_lm_weights"].sum())
+            ids[ex["masked_lm_positions"][:k]] = ex["masked_lm_ids"][:k]
+            length = int(ex["input_mask"].sum())
+            seg = ex["segment_ids"][:length]
+            a = ids[1:int(np.argmax(seg)) - 1].tolist()
+            b = ids[int(np.argmax(seg)):length - 1].tolist()
+            if 1 in a or 1 in b:  # <unk> pieces do not decode to their text
+                continue
+            text_a, text_b = sp_model.decode(a), sp_model.decode(b)
+            homes_a = [i for i, d in enumerate(docs) if text_a in d]
+            homes_b = [i for i, d in enumerate(docs) if text_b in d]
+            assert homes_a and homes_b, (text_a, text_b)
+            if ex["next_sentence_labels"][0] == 0:  # B follows A in the same document
+                assert any(docs[i].find(text_a) < docs[i].find(text_b) for i in set(homes_a) & set(homes_b))
+                in_order += 1
+            checked += 1
+    assert checked > 0.8 * stats.instances and in_order > 0.3 * checked
+
+
+def test_byte_identical_across_worker_counts(tmp_path):
+    inputs = corpus_files()[:4]
+    one, _ = run(tmp_path, "w1.tfrecord", inputs=inputs, outputs=2, num_workers=1, shard_size_mb=0.03)
+    two, stats = run(tmp_path, "w2.tfrecord", inputs=inputs, outputs=2, num_workers=2, shard_size_mb=0.03)
+    assert stats.shards > 8
+    for a, b in zip(one, two):
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            assert fa.read() == fb.read()
+    again, _ = run(tmp_path, "again.tfrecord", inputs=inputs, outputs=2, shard_size_mb=0.03)
+    other, _ = run(tmp_path, "seed.tfrecord", inputs=inputs, outputs=2, shard_size_mb=0.03, random_seed=7)
+    with open(one[0], "rb") as f1, open(again[0], "rb") as f2, open(other[0], "rb") as f3:
+        first = f1.read()
+        assert first == f2.read() and first != f3.read()
+
+
+def test_shards_keep_documents_whole(tmp_path):
+    path = os.path.join(CORPUS_DIR, "gutenberg-austen-emma.txt")
+    shards = pdata.plan_shards([path], shard_size_mb=0.01)
+    assert len(shards) > 5
+    with open(path, "rb") as f:
+        data = f.read()
+    assert shards[0].start == 0 and shards[-1].end == len(data)
+    for prev, cur in zip(shards, shards[1:]):
+        assert prev.end == cur.start and data[cur.start - 2:cur.start] == b"\n\n"
+    tables = pdata.TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
+    whole = pdata.read_shard_documents(pdata.InputShard(0, 0, 0, path, 0, len(data)), tables)
+    parts = [pdata.read_shard_documents(s, tables) for s in shards]
+    assert sum(len(p.bounds) for p in parts) == len(whole.bounds)
+    joined = np.concatenate([p.document_tokens(i) for p in parts for i in range(len(p.bounds))])
+    assert (joined == np.concatenate([whole.document_tokens(i) for i in range(len(whole.bounds))])).all()
+
+
+def test_outputs_in_directory_shards(tmp_path):
+    paths = pdata.output_shard_paths(str(tmp_path / "records"), 3)
+    assert [os.path.basename(p) for p in paths] == [
+        "pretraining-00000-of-00003.tfrecord", "pretraining-00001-of-00003.tfrecord",
+        "pretraining-00002-of-00003.tfrecord"]
+    stats = pdata.create_pretraining_data(os.path.join(CORPUS_DIR, "sample_text.txt"), paths, spm_model_file=SPM,
+                                          config=pdata.PretrainingConfig(max_seq_length=64, dupe_factor=3,
+                                                                         max_predictions_per_seq=10))
+    counts = [sum(1 for _ in tf.data.TFRecordDataset(p)) for p in paths]
+    assert sum(counts) == stats.instances and max(counts) - min(counts) <= 1  # round-robin
+    assert sorted(os.listdir(tmp_path / "records")) == sorted(os.path.basename(p) for p in paths)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Options
+
+
+def test_random_next_sentence_mode(tmp_path):
+    paths, stats = run(tmp_path, inputs=corpus_files()[:2], random_next_sentence=True)
+    share = stats.sentence_order_positive / stats.instances
+    assert 0.47 < share < 0.65, share
+
+
+def test_without_whole_word_masking_pieces_mask_alone(tmp_path):
+    paths, _ = run(tmp_path, inputs=corpus_files()[:3], do_whole_word_mask=False, dupe_factor=2)
+    records = parse_all(paths, 128, 20)
+    lengths = lengths_of(records)
+    split = 0
+    for n in range(len(lengths)):
+        k = int(records["masked_lm_weights"][n].sum())
+        masked = set(records["masked_lm_positions"][n, :k].tolist())
+        for p in range(2, lengths[n] - 1):
+            if records["token_boundary"][n, p] == 0 and records["token_boundary"][n, p - 1] == 1:
+                split += (p in masked) != (p - 1 in masked)
+    assert split > 50  # part of a word masked without the rest
+
+
+def test_no_masking_when_prob_zero(tmp_path):
+    paths, stats = run(tmp_path, inputs=[os.path.join(CORPUS_DIR, "sample_text.txt")], masked_lm_prob=0.0,
+                       max_seq_length=64)
+    records = parse_all(paths, 64, 20)
+    assert stats.masked_positions == 0 and records["masked_lm_weights"].sum() == 0
+
+
+def test_permutation_doubles_prediction_slots(tmp_path):
+    paths, _ = run(tmp_path, inputs=corpus_files()[:1], do_permutation=True, max_predictions_per_seq=12,
+                   max_seq_length=64)
+    records = parse_all(paths, 64, 24)
+    counts = records["masked_lm_weights"].sum(axis=1)
+    assert counts.max() > 12 and (counts <= 24).all()
+
+
+def test_permutation_moves_tokens_among_selected_positions():
+    tables = pdata.TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
+    tables.vocab_ids = np.array([tables.mask_id])  # random replacements become [MASK]: only permutations remain
+    tables.vocab_size = 1
+    tokens = np.arange(100, 300, dtype=np.int32)
+    docs = pdata.ShardDocuments(tokens=tokens, word_start=np.ones(200, bool), bounds=[[0, 100, 200]], skipped=0,
+                                text_bytes=0)
+    config = pdata.PretrainingConfig(max_seq_length=128, do_permutation=True)
+    cdf = pdata.ngram_cdf(3)
+    for seed in range(20):
+        instance = (0, 60, 100, 162, 0)
+        positions, outputs = pdata.mask_instance(docs, instance, config, tables, pdata.random.Random(seed), cdf)
+        original = {p: int(tokens[p - 1] if p <= 60 else tokens[100 + p - 62]) for p in positions}
+        permuted = [p for p, o in zip(positions, outputs) if o not in (tables.mask_id, pdata.KEEP)]
+        assert len(positions) - len(permuted) <= 19 and 0 < len(permuted) <= 19
+        assert sorted(o for p, o in zip(positions, outputs) if p in permuted) == sorted(original[p] for p in permuted)
+
+
+def test_wordpiece_mode(tmp_path):
+    words = collections.Counter()
+    basic = pytest.importorskip("albert_tf.text.wordpiece").BasicTokenizer(do_lower_case=True)
+    with open(os.path.join(CORPUS_DIR, "sample_text.txt"), encoding="utf-8") as f:
+        for line in f:
+            words.update(basic.tokenize(line))
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    for word in sorted(words):
+        if len(word) > 6:  # long words only as prefix + "##" suffix: continuation pieces to test
+            vocab += [word[:4], "##" + word[4:]]
+        else:
+            vocab.append(word)
+    vocab = list(dict.fromkeys(vocab))
+    vocab_file = tmp_path / "vocab.txt"
+    vocab_file.write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    out = str(tmp_path / "wp.tfrecord")
+    stats = pdata.create_pretraining_data(os.path.join(CORPUS_DIR, "sample_text.txt"), [out],
+                                          vocab_file=str(vocab_file),
+                                          config=pdata.PretrainingConfig(max_seq_length=64, dupe_factor=5,
+                                                                         max_predictions_per_seq=10))
+    records = parse_all([out], 64, 10)
+    ids = unmasked_ids(records)
+    inv = {i: t for i, t in enumerate(vocab)}
+    lengths = lengths_of(records)
+    continuation = 0
+    for n in range(stats.instances):
+        k = int(records["masked_lm_weights"][n].sum())
+        masked = set(records["masked_lm_positions"][n, :k].tolist())
+        for p in range(1, lengths[n]):
+            token = inv[int(ids[n, p])]
+            expected = 1 if token in ("[CLS]", "[SEP]") else int(not token.startswith("##"))
+            assert records["token_boundary"][n, p] == expected
+            if token.startswith("##") and inv[int(ids[n, p - 1])] not in ("[CLS]", "[SEP]"):
+                assert (p in masked) == (p - 1 in masked)
+                continuation += 1
+    assert continuation > 100
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Pieces
+
+
+def test_normalize_lines_matches_preprocess_text():
+    text = ("  Hello\tWorld  \n\nnaïve Café ﬁ ＡＢＣ\n``quoted'' and ''x''\n\u00a0\na\u00b4b \u0301\n"
+            "İstanbul ẞ\r\nlast")
+    for lower in (True, False):
+        expected = [tokenization.preprocess_text(line, lower=lower) for line in text.split("\n")]
+        assert pdata.normalize_lines(text, lower) == expected
+
+
+def test_lines_to_ids_equal_tokenizer(sp_tokenizer):
+    tables = pdata.TokenTables(sp_tokenizer)
+    text = "Walter Elliot, born March 1, 1760, married 1,000,000, yes.\n\nNaïve café ＡＢＣ 3,5, ok\n  \n_them_ <x>\n"
+    ids, lengths = tables.lines_to_ids(text)
+    expected, expected_lengths = [], []
+    for line in text.split("\n"):
+        if not sp_tokenizer.preprocess(line):
+            expected_lengths.append(-1)
+            continue
+        pieces = sp_tokenizer.tokenize(line)
+        expected += sp_tokenizer.convert_tokens_to_ids(pieces)
+        expected_lengths.append(len(pieces))
+    assert ids.tolist() == expected and lengths == expected_lengths
+
+
+def test_sentencepiece_word_start_rule():
+    starts = {"\u2581the": True, "ing": False, "'s": True, ",": True, "1": True, "<unk>": True, "[CLS]": False,
+              "\u2581": True, "abc": False, "Abc": False, "é": True, "-": True}
+    for piece, expected in starts.items():
+        assert pdata.sentencepiece_word_start(piece) is expected, piece
+
+
+def test_truncation_takes_from_the_longer_side():
+    truncate = pdata._truncate_pair  # pylint: disable=protected-access
+    rng = pdata.random.Random(0)
+    for la, lb, limit in [(50, 10, 40), (10, 50, 40), (30, 30, 41), (30, 31, 41), (5, 5, 20)]:
+        a0, a1, b0, b1 = truncate(100, 100 + la, 500, 500 + lb, limit, rng)
+        assert 100 <= a0 <= a1 <= 100 + la and 500 <= b0 <= b1 <= 500 + lb
+        new_a, new_b = a1 - a0, b1 - b0
+        # The same lengths as the original's one-token-at-a-time loop.
+        ra, rb = la, lb
+        while ra + rb > limit:
+            if ra > rb:
+                ra -= 1
+            else:
+                rb -= 1
+        assert (new_a, new_b) == (ra, rb)
+    # Each removed token comes from the front or the back with probability 1/2.
+    fronts = [truncate(0, 60, 100, 110, 40, rng)[0] for _ in range(2000)]  # A loses 30 tokens
+    assert abs(np.mean(fronts) - 15) < 0.3 and 0 < min(fronts) and max(fronts) < 30
+
+
+def test_encoder_matches_protobuf_serialization():
+    rng = np.random.default_rng(0)
+    features = {"input_ids": rng.integers(0, 1 << 40, (20, 9)), "mask": rng.integers(0, 2, (20, 9)),
+                "weights": rng.random((20, 4)).astype(np.float32), "label": rng.integers(0, 300, (20, 1)),
+                "empty": np.zeros((20, 0), np.int64)}
+    features["input_ids"][0] = (1 << 63) - 1
+    for n, record in enumerate(pdata.encode_examples(features)):
+        example = tf.train.Example()
+        for name, values in features.items():
+            feature = example.features.feature[name]
+            if values.dtype.kind == "f":
+                feature.float_list.value.extend(values[n].tolist())
+            else:
+                feature.int64_list.value.extend(values[n].tolist())
+        assert record == example.SerializeToString(deterministic=True)
+
+
+def test_short_documents_skipped_and_counted(tmp_path):
+    text = tmp_path / "short.txt"
+    text.write_text("Hi\n\nThe first sentence is here.\nAnd a second one follows it.\n\nOk\n\n"
+                    "Another document starts.\nIt has two lines.\n", encoding="utf-8")
+    _, stats = run(tmp_path, inputs=[str(text)], max_seq_length=32, max_predictions_per_seq=5)
+    assert stats.skipped_documents == 2 and stats.documents == 2 and stats.instances >= 2
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Errors: clear messages, nothing left behind
+
+
+def assert_nothing_written(directory):
+    assert os.listdir(directory) == [], os.listdir(directory)
+
+
+@pytest.fixture()
+def out_dir(tmp_path):
+    directory = tmp_path / "out"
+    directory.mkdir()
+    return directory
+
+
+def test_error_no_input_files_matched(out_dir):
+    with pytest.raises(pdata.PretrainingDataError, match="no input files matched.*nothing-here"):
+        pdata.create_pretraining_data(str(out_dir / "nothing-here*.txt"), [str(out_dir / "x.tfrecord")],
+                                      spm_model_file=SPM)
+    assert_nothing_written(out_dir)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "is empty"),
+    (b"  \n\n \t\n", "no text"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4, "looks binary"),
+])
+def test_error_bad_input_file(tmp_path, out_dir, content, message):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(content)
+    with pytest.raises(pdata.PretrainingDataError, match=f"bad.txt.*{message}"):
+        pdata.create_pretraining_data(str(bad), [str(out_dir / "x.tfrecord")], spm_model_file=SPM)
+    assert_nothing_written(out_dir)
+
+
+def test_error_only_short_documents(tmp_path, out_dir):
+    short = tmp_path / "short.txt"
+    short.write_text("Hi\n\nYo\n", encoding="utf-8")
+    with pytest.raises(pdata.PretrainingDataError, match="no training instances.*2 shorter ones skipped"):
+        pdata.create_pretraining_data(str(short), [str(out_dir / "x.tfrecord")], spm_model_file=SPM)
+    assert_nothing_written(out_dir)
+
+
+@pytest.mark.parametrize("config, message", [
+    (dict(max_seq_length=4), "max_seq_length=4 is too small"),
+    (dict(max_seq_length=64, max_predictions_per_seq=80), "max_predictions_per_seq=80 is larger than the masking"),
+    (dict(masked_lm_prob=1.5), "masked_lm_prob"),
+    (dict(dupe_factor=0), "dupe_factor"),
+])
+def test_error_bad_flags(out_dir, config, message):
+    with pytest.raises(pdata.PretrainingDataError, match=message):
+        pdata.create_pretraining_data(corpus_files()[0], [str(out_dir / "x.tfrecord")], spm_model_file=SPM,
+                                      config=pdata.PretrainingConfig(**config))
+    assert_nothing_written(out_dir)
+
+
+def test_warning_when_predictions_exceed_budget():
+    warnings = pdata.PretrainingConfig(max_seq_length=128, max_predictions_per_seq=20).validate()
+    assert len(warnings) == 1 and "19" in warnings[0]
+    assert pdata.PretrainingConfig(max_seq_length=512, max_predictions_per_seq=20).validate() == []
+
+
+def test_error_bad_spm_model(tmp_path, out_dir):
+    with pytest.raises(tokenization.TokenizerError, match="missing.model"):
+        pdata.create_pretraining_data(corpus_files()[0], [str(out_dir / "x.tfrecord")],
+                                      spm_model_file=str(tmp_path / "missing.model"))
+    garbage = tmp_path / "garbage.model"
+    garbage.write_bytes(b"this is not a sentencepiece model")
+    with pytest.raises(tokenization.TokenizerError, match="garbage.model"):
+        pdata.create_pretraining_data(corpus_files()[0], [str(out_dir / "x.tfrecord")],
+                                      spm_model_file=str(garbage))
+    assert_nothing_written(out_dir)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_interrupted_run_leaves_no_partial_files(out_dir, workers):
+    calls = []
+
+    def interrupt(progress):
+        calls.append(progress)
+        if progress.instances > 0:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pdata.create_pretraining_data(corpus_files()[:3], [str(out_dir / "a.tfrecord"), str(out_dir / "b.tfrecord")],
+                                      spm_model_file=SPM, num_workers=workers, progress=interrupt,
+                                      progress_every=50, shard_size_mb=0.05,
+                                      config=pdata.PretrainingConfig(max_seq_length=64, dupe_factor=1))
+    assert calls
+    assert_nothing_written(out_dir)
+
+
+def test_overwrites_existing_output_atomically(tmp_path):
+    target = tmp_path / "existing.tfrecord"
+    target.write_bytes(b"old")
+    run(tmp_path, "existing.tfrecord", inputs=[os.path.join(CORPUS_DIR, "sample_text.txt")], max_seq_length=64)
+    assert target.read_bytes() != b"old"
+    assert sorted(os.listdir(tmp_path)) == ["existing.tfrecord"]
+
+
+def test_progress_reports(tmp_path):
+    seen = []
+    _, stats = run(tmp_path, inputs=corpus_files()[:2], progress=seen.append, progress_every=100)
+    assert seen[-1].shards_done == seen[-1].shards_total == stats.shards
+    assert seen[-1].instances == stats.instances and seen[-1].documents == stats.documents
+    assert len(seen) >= stats.instances // 100
+    summary = stats.summary()
+    assert f"wrote {stats.instances} instances" in summary and "sentence-order label 1" in summary
+
+
+@pytest.mark.slow
+def test_command_line(tmp_path):
+    """The absl front end: the original's flags plus --output_dir/--num_output_shards/--num_workers; a clear error
+    and exit status 1 for bad input. (Subprocesses: the script's flags would clash with other scripts' in-process.)"""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+
+    script = os.path.join(REPO_ROOT, "create_pretraining_data.py")
+    common = [sys.executable, script, f"--spm_model_file={SPM}", "--max_seq_length=64", "--dupe_factor=2",
+              "--max_predictions_per_seq=10", "--do_lower_case=true", "--do_whole_word_mask=true",
+              "--random_next_sentence=false", "--ngram=3", "--random_seed=7", "--masked_lm_prob=0.15",
+              "--short_seq_prob=0.1", "--favor_shorter_ngram=true"]
+    good = subprocess.Popen(common + [f"--input_file={CORPUS_DIR}/sample_text.txt",
+                                      f"--output_dir={tmp_path / 'records'}", "--num_output_shards=2",
+                                      "--num_workers=1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    bad = subprocess.Popen(common + [f"--input_file={tmp_path}/missing-*.txt",
+                                     f"--output_file={tmp_path / 'never.tfrecord'}"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    good_out, _ = good.communicate(timeout=300)
+    bad_out, _ = bad.communicate(timeout=300)
+    assert good.returncode == 0, good_out
+    assert "wrote" in good_out and "sentence-order label 1" in good_out
+    written = sorted(os.listdir(tmp_path / "records"))
+    assert written == ["pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord"]
+    records = parse_all([str(tmp_path / "records" / name) for name in written], 64, 10)
+    assert len(records["input_ids"]) > 20
+    assert bad.returncode == 1 and "error: no input files matched" in bad_out, bad_out
+    assert not os.path.exists(tmp_path / "never.tfrecord")

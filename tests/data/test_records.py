@@ -1,0 +1,132 @@
+"""The pretraining record spec and the tf.data reader, on records written by albert_tf.pretraining_data."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.data import pretraining_data as pdata
+from albert_tf.data import records
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SAMPLE = os.path.join(REPO_ROOT, "data", "corpus", "sample_text.txt")
+SPM = os.path.join(REPO_ROOT, "data", "30k-clean.model")
+SEQ, PRED = 64, 10
+
+
+@pytest.fixture(scope="module")
+def record_files(tmp_path_factory):
+    """Two files of records (round-robin) from the BERT sample text, max_seq_length 64."""
+    tmp = tmp_path_factory.mktemp("records")
+    paths = [str(tmp / "part-0.tfrecord"), str(tmp / "part-1.tfrecord")]
+    stats = pdata.create_pretraining_data(SAMPLE, paths, spm_model_file=SPM, config=pdata.PretrainingConfig(
+        max_seq_length=SEQ, max_predictions_per_seq=PRED, dupe_factor=4))
+    return paths, stats.instances
+
+
+def plain_parse(paths):
+    spec = records.pretraining_feature_spec(SEQ, PRED)
+    out = []
+    for raw in tf.data.TFRecordDataset(paths):
+        out.append({k: v.numpy() for k, v in tf.io.parse_single_example(raw, spec).items()})
+    return out
+
+
+def test_feature_spec_matches_original_reader():
+    spec = records.pretraining_feature_spec(128, 20)
+    expected = {"input_ids": 128, "input_mask": 128, "segment_ids": 128, "token_boundary": 128,
+                "masked_lm_positions": 20, "masked_lm_ids": 20, "masked_lm_weights": 20, "next_sentence_labels": 1}
+    assert {k: v.shape[0] for k, v in spec.items()} == expected
+    assert all(isinstance(v, tf.io.FixedLenFeature) for v in spec.values())
+    assert spec["masked_lm_weights"].dtype == tf.float32
+    assert all(v.dtype == tf.int64 for k, v in spec.items() if k != "masked_lm_weights")
+
+
+def test_eval_dataset_reads_everything_in_order(record_files):
+    paths, count = record_files
+    batch = 8
+    dataset = records.pretraining_dataset(paths, SEQ, PRED, batch_size=batch, is_training=False)
+    batches = list(dataset)
+    assert len(batches) == count // batch  # one pass, remainder dropped
+    first = batches[0]
+    assert first["input_ids"].dtype == tf.int32 and first["masked_lm_weights"].dtype == tf.float32
+    assert first["input_ids"].shape == (batch, SEQ) and first["token_boundary"].shape == (batch, SEQ)
+    assert first["masked_lm_positions"].shape == (batch, PRED)
+    assert first["next_sentence_labels"].shape == (batch,) and first["next_sentence_labels"].dtype == tf.int32
+    expected = plain_parse(paths)
+    got = {k: np.concatenate([b[k].numpy() for b in batches]) for k in first}
+    for i in range(len(got["input_ids"])):
+        for name, value in expected[i].items():
+            np.testing.assert_array_equal(got[name][i], value.reshape(got[name][i].shape), err_msg=name)
+    assert dataset.element_spec["input_ids"].shape == (batch, SEQ)  # static batch size (TPU)
+
+
+def test_training_dataset_repeats_and_is_reproducible_with_seed(record_files):
+    paths, count = record_files
+    batch = 16
+    steps = 2 * count // batch + 3  # more than one epoch: it repeats
+
+    def take(seed):
+        dataset = records.pretraining_dataset(paths, SEQ, PRED, batch_size=batch, is_training=True, seed=seed)
+        return [b["input_ids"].numpy() for b in dataset.take(steps)]
+
+    first, second, other = take(5), take(5), take(6)
+    assert len(first) == steps and all(b.shape == (batch, SEQ) for b in first)
+    assert all((a == b).all() for a, b in zip(first, second))
+    assert any((a != b).any() for a, b in zip(first, other))
+    # Shuffled: the first batch is not simply the first records in file order.
+    in_order = next(iter(records.pretraining_dataset(paths, SEQ, PRED, batch, is_training=False)))["input_ids"]
+    assert (first[0] != in_order.numpy()).any()
+
+
+@pytest.mark.parametrize("use_both_files", [True, False])
+def test_input_context_gives_disjoint_shares(record_files, use_both_files):
+    paths, _ = record_files
+    paths = paths if use_both_files else paths[:1]  # one file: sharded by record instead of by file
+    seen = []
+    for pipeline in range(2):
+        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline,
+                                             num_replicas_in_sync=2)
+        dataset = records.pretraining_dataset(paths, SEQ, PRED, batch_size=1, is_training=False,
+                                              input_context=context)
+        seen.append({row.tobytes() for b in dataset for row in b["input_ids"].numpy()})
+    assert seen[0] and seen[1] and not seen[0] & seen[1]
+    context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2)
+    training = records.pretraining_dataset(paths, SEQ, PRED, batch_size=4, is_training=True, seed=1,
+                                           input_context=context)
+    assert all({row.tobytes() for row in b["input_ids"].numpy()} <= seen[1] for b in training.take(5))
+
+
+def test_length_mismatch_is_a_clear_error(record_files):
+    paths, _ = record_files
+    with pytest.raises(ValueError, match=r"part-0.tfrecord: feature 'input_ids' has length 64 but the reader "
+                                         r"expects 128 \(max_seq_length=128"):
+        records.pretraining_dataset(paths, 128, PRED, batch_size=4, is_training=True)
+    with pytest.raises(ValueError, match=r"'masked_lm_positions' has length 10 .*\(max_predictions_per_seq=20"):
+        records.check_record_lengths(paths, SEQ, 20)
+    records.check_record_lengths(paths, SEQ, PRED)  # the right lengths pass
+
+
+def test_missing_files_and_foreign_files(tmp_path):
+    with pytest.raises(ValueError, match="no pretraining record files match.*nothing"):
+        records.pretraining_dataset(str(tmp_path / "nothing*"), SEQ, PRED, 4, is_training=False)
+    text = tmp_path / "notes.tfrecord"
+    text.write_text("this is plain text, not a TFRecord file\n" * 10)
+    with pytest.raises(ValueError, match="notes.tfrecord"):
+        records.pretraining_dataset(str(text), SEQ, PRED, 4, is_training=False)
+    other = tmp_path / "other.tfrecord"
+    with tf.io.TFRecordWriter(str(other)) as writer:
+        example = tf.train.Example()
+        example.features.feature["text"].bytes_list.value.append(b"hello")
+        writer.write(example.SerializeToString())
+    with pytest.raises(ValueError, match="other.tfrecord: records have no feature 'input_ids'"):
+        records.check_record_lengths([str(other)], SEQ, PRED)
+
+
+def test_patterns_globs_and_lists(record_files):
+    paths, _ = record_files
+    directory = os.path.dirname(paths[0])
+    assert records.expand_file_patterns(os.path.join(directory, "part-*.tfrecord")) == sorted(paths)
+    assert records.expand_file_patterns(",".join(reversed(paths))) == sorted(paths)
+    assert records.expand_file_patterns([paths[1], paths[0], paths[0]]) == sorted(paths)

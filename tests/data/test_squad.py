@@ -1,0 +1,483 @@
+"""SQuAD reading, features (alignment, windows, p_mask, max context), caches and post-processing.
+
+The alignment check maps every gold answer to pieces (as training does) and back to characters (as prediction does),
+on the shipped sample always and on the full official v1.1 dev set when ../shared is present; it prints the report.
+"""
+
+import collections
+import json
+import logging
+import os
+import zipfile
+
+import numpy as np
+import pytest
+
+from albert_tf.data import squad
+from albert_tf.evaluation import squad as squad_evaluation
+from albert_tf.evaluation import squad_postprocessing as post
+from albert_tf.text.tokenization import preprocess_text
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SAMPLE_V1 = os.path.join(REPO, "data", "squad", "dev-v1.1-sample.json")
+SAMPLE_V2 = os.path.join(REPO, "data", "squad", "dev-v2.0-small.json")
+SHARED_V1 = os.path.join(REPO, "..", "shared", "data", "squad", "dev-v1.1.json.zip")
+
+
+def _write(path, value):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(value if isinstance(value, str) else json.dumps(value))
+    return str(path)
+
+
+def _squad(*paragraphs):
+    """A SQuAD dict from (context, [(id, question, [(text, start)], is_impossible)]) tuples."""
+    return {"version": "test", "data": [{"title": "t", "paragraphs": [
+        {"context": context, "qas": [{"id": qid, "question": question, "is_impossible": impossible,
+                                      "answers": [{"text": t, "answer_start": s} for t, s in answers]}
+                                     for qid, question, answers, impossible in qas]}
+        for context, qas in paragraphs]}]}
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Reading and bad input.
+
+def test_read_the_shipped_samples():
+    stats = squad.ReadStats()
+    examples = squad.read_squad_examples(SAMPLE_V1, is_training=False, stats=stats)
+    assert len(examples) == stats.questions == 583 and not stats.offset_mismatches
+    assert all(len(e.answers) in (2, 3) and e.start_position is None for e in examples)
+    stats = squad.ReadStats()
+    examples = squad.read_squad_examples(SAMPLE_V2, is_training=True, stats=stats)
+    assert (len(examples), stats.impossible) == (14, 6)
+    impossible = [e for e in examples if e.is_impossible]
+    assert all(e.start_position == -1 and e.orig_answer_text == "" for e in impossible)
+    for e in examples:
+        if not e.is_impossible:
+            assert e.paragraph_text[e.start_position:e.end_position + 1] == e.orig_answer_text
+
+
+def test_malformed_json_names_the_file_and_place(tmp_path):
+    bad = _write(tmp_path / "bad.json", '{"data": [{"paragraphs": [}]}')
+    with pytest.raises(squad.SquadDataError, match=r"bad\.json is not valid JSON: Expecting value at line 1 column 27"):
+        squad.read_squad_examples(bad, is_training=False)
+    not_squad = _write(tmp_path / "list.json", "[1, 2]")
+    with pytest.raises(squad.SquadDataError, match=r"list\.json is not a SQuAD file"):
+        squad.read_squad_examples(not_squad, is_training=False)
+    data = _squad(("Some context.", [("q1", "What?", [("Some", 0)], False)]))
+    del data["data"][0]["paragraphs"][0]["qas"][0]["question"]
+    missing = _write(tmp_path / "missing.json", data)
+    with pytest.raises(squad.SquadDataError, match=r"missing\.json: data\[0\]\.paragraphs\[0\]\.qas\[0\] \(id q1\): "
+                                                   r"missing or invalid 'question'"):
+        squad.read_squad_examples(missing, is_training=False)
+    data = _squad(("Some context.", [("q1", "What?", [("Some", 0)], False), ("q1", "Again?", [("Some", 0)], False)]))
+    with pytest.raises(squad.SquadDataError, match="repeated"):
+        squad.read_squad_examples(_write(tmp_path / "dup.json", data), is_training=False)
+    with pytest.raises(squad.SquadDataError, match="cannot read"):
+        squad.read_squad_examples(str(tmp_path / "absent.json"), is_training=False)
+
+
+def test_zip_files_are_read(tmp_path):
+    path = tmp_path / "sample.json.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.write(SAMPLE_V2, "dev-v2.0-small.json")
+    assert len(squad.read_squad_examples(str(path), is_training=False)) == 14
+
+
+def test_mismatched_answer_offset_is_warned_counted_and_nothing_else_lost(tmp_path, caplog):
+    context = "The cat sat on the mat. The dog sat on the rug."
+    data = _squad((context, [
+        ("ok", "Who sat on the mat?", [("The cat", 0)], False),
+        ("moved", "Who sat on the rug?", [("The dog", 3)], False),  # the text is at 24
+        ("absent", "Who sat on the sofa?", [("The bird", 5)], False),  # the text is nowhere
+        ("none", "Who flew?", [], True)]))
+    path = _write(tmp_path / "offsets.json", data)
+    stats = squad.ReadStats()
+    with caplog.at_level(logging.WARNING):
+        examples = squad.read_squad_examples(path, is_training=True, stats=stats)
+    assert stats.offset_mismatches == ["moved", "absent"]
+    assert stats.offsets_repaired == ["moved"] and stats.skipped == ["absent"]
+    assert [e.qas_id for e in examples] == ["ok", "moved", "none"]
+    moved = examples[1]
+    assert moved.start_position == 24 and context[24:31] == moved.orig_answer_text
+    messages = caplog.text
+    assert "answer_start 3 does not point at the answer text 'The dog'" in messages
+    assert "'The bird' does not occur in the context" in messages
+    assert "2 answer offset(s) do not match their text" in messages
+    # Reading for prediction keeps every question (the texts are what evaluation uses).
+    stats = squad.ReadStats()
+    assert len(squad.read_squad_examples(path, is_training=False, stats=stats)) == 4
+    assert len(stats.offset_mismatches) == 2 and not stats.skipped
+
+
+def test_long_question_is_cut_to_max_query_length_and_the_context_kept(tokenizer, caplog):
+    context = " ".join(f"word{i}" for i in range(60))
+    question = "what " * 80 + "is the answer?"
+    example = squad.SquadExample("long", question, context)
+    stats = squad.ConversionStats()
+    with caplog.at_level(logging.WARNING):
+        features = squad.convert_examples_to_features([example], tokenizer, 48, 16, 12, False, stats=stats)
+    assert stats.truncated_questions == ["long"]
+    assert "longer than max_query_length=12 pieces" in caplog.text
+    assert all(f.doc_offset == 14 for f in features)  # [CLS] + 12 question pieces + [SEP]
+    covered = set()
+    for f in features:
+        covered.update(f.tok_start_to_orig_index)
+    pieces = tokenizer.tokenize(context)
+    assert len(covered) == len(pieces)  # every context piece is in some window
+    with pytest.raises(ValueError, match=r"max_seq_length \(64\) must be greater than max_query_length \(64\) \+ 3"):
+        squad.convert_examples_to_features([example], tokenizer, 64, 16, 64, False)
+
+
+def test_wordpiece_tokenizer_is_refused_with_a_clear_message(tmp_path):
+    from albert_tf.text.tokenization import FullTokenizer
+
+    vocab = _write(tmp_path / "vocab.txt", "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b"]) + "\n")
+    wordpiece = FullTokenizer(vocab_file=vocab)
+    with pytest.raises(ValueError, match="need a SentencePiece tokenizer.*WordPiece .* not supported"):
+        squad.convert_examples_to_features([], wordpiece, 64, 16, 8, False)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Alignment.
+
+def _reference_alignment(raw_text, target, do_lower_case):
+    """The original's banded LCS, written plainly (dense tables, dict of moves), to check the fast version."""
+    n, m = len(raw_text), len(target)
+    chars = [preprocess_text(c, lower=do_lower_case, remove_space=False) for c in raw_text]
+
+    def run(max_dist):
+        f = np.zeros((n, m), dtype=np.int64)
+        moves = {}
+        for i in range(n):
+            for j in range(max(0, i - max_dist), min(m, i + max_dist)):
+                if i > 0:
+                    moves[(i, j)] = "up"
+                    f[i, j] = f[i - 1, j]
+                if j > 0 and f[i, j - 1] > f[i, j]:
+                    moves[(i, j)] = "left"
+                    f[i, j] = f[i, j - 1]
+                prev = f[i - 1, j - 1] if i > 0 and j > 0 else 0
+                if chars[i] == target[j] and prev + 1 > f[i, j]:
+                    moves[(i, j)] = "diag"
+                    f[i, j] = prev + 1
+        return f, moves
+
+    max_dist = abs(n - m) + 5
+    for _ in range(2):
+        f, moves = run(max_dist)
+        if f[n - 1, m - 1] > 0.8 * n:
+            break
+        max_dist *= 2
+    orig_to_tok = [None] * n
+    i, j = n - 1, m - 1
+    while i >= 0 and j >= 0 and (i, j) in moves:
+        if moves[(i, j)] == "diag":
+            orig_to_tok[i] = j
+            i, j = i - 1, j - 1
+        elif moves[(i, j)] == "left":
+            j -= 1
+        else:
+            i -= 1
+    return orig_to_tok, int(f[n - 1, m - 1])
+
+
+TRICKY = [
+    "Warsaw (Polish: Warszawa [varˈʂava]) is the capital of Poland; ½ of Ł\u00f3d\u017a's 1,000,000 people.",
+    "  Leading spaces,\ttabs\nand newlines — with “quotes” and ``LaTeX'' quotes… and ﬁ ligatures ＡＢＣ.",
+    "Kublai Khan (忽必烈) founded the Yuan dynasty in 1271; Café Müller is 3.5 km away (2½ miles).",
+]
+
+
+@pytest.mark.parametrize("text", TRICKY)
+def test_alignment_reproduces_the_original_programme(tokenizer, text):
+    pieces = tokenizer.tokenize(text)
+    alignment = squad.align_context(text, pieces, True)
+    target = "".join(p.replace("\u2581", " ") for p in pieces)
+    reference, score = _reference_alignment(text, target, True)
+    assert alignment.matched == score
+    # Same per-character matches, hence the same piece <-> character maps.
+    starts = [squad.convert_index(reference, c, is_start=True) for c in range(len(text))]
+    assert list(alignment.start_token_of_char) == [
+        [k for k, p in enumerate(pieces) for _ in p.replace("\u2581", " ")][s] for s in starts]
+    # Each piece's characters, read back from the raw text, normalise to the piece (when the piece is whole).
+    for piece, first, last in zip(pieces, alignment.tok_start_to_orig_index, alignment.tok_end_to_orig_index):
+        assert 0 <= first <= last + 1 and last < len(text)
+
+
+def test_convert_index_matches_hand_worked_cases():
+    index = [None, 0, None, None, 5, None]
+    assert squad.convert_index(index, 1) == 0
+    assert squad.convert_index(index, 2, is_start=True) == 1  # after the left match
+    assert squad.convert_index(index, 3, is_start=False) == 4  # before the right match
+    assert squad.convert_index(index, 0, is_start=True) == 0  # nothing on the left: 0 (right match is 0)
+    assert squad.convert_index(index, 5, m=9, is_start=True) == 6
+    assert squad.convert_index(index, 5, m=9, is_start=False) == 8
+    assert squad.convert_index([None, 3], 0, is_start=True) == 0
+    assert squad.convert_index([None, 3], 0, is_start=False) == 2
+
+
+def _alignment_report(dataset, tokenizer, alignments=None):
+    """Maps every gold answer to pieces and back; returns (counter of outcomes, examples of non-exact ones)."""
+    outcomes, samples, cache = collections.Counter(), collections.defaultdict(list), {}
+    alignments = {} if alignments is None else alignments
+    for article in dataset["data"]:
+        for paragraph in article["paragraphs"]:
+            context = paragraph["context"]
+            alignment = squad.align_context(context, tokenizer.tokenize(context), True, cache)
+            alignments[context] = alignment
+            for qa in paragraph["qas"]:
+                for answer in qa["answers"]:
+                    start = answer["answer_start"]
+                    end = start + len(answer["text"]) - 1
+                    first, last = alignment.char_span(*alignment.token_span(start, end))
+                    got = context[first:last + 1].strip()
+                    if got == answer["text"]:
+                        kind = "exact"
+                    elif first <= start and last >= end and answer["text"] in got:
+                        kind = "piece wider than the answer"
+                    else:
+                        kind = "other"
+                    outcomes[kind] += 1
+                    if kind != "exact":
+                        samples[kind].append((answer["text"], got))
+    return outcomes, samples
+
+
+def test_gold_answers_map_back_exactly_on_the_shipped_sample(tokenizer):
+    with open(SAMPLE_V1, encoding="utf-8") as f:
+        dataset = json.load(f)
+    outcomes, samples = _alignment_report(dataset, tokenizer)
+    print(f"\nshipped sample: {dict(outcomes)}; not exact: {samples}")
+    # 1,734 gold answers: all but 6 map back to exactly their text; those 6 start or end inside a SentencePiece
+    # piece (e.g. "1944" inside the piece "1944-"), so the smallest span of pieces holding them is wider.
+    assert outcomes == {"exact": 1728, "piece wider than the answer": 6}
+
+
+@pytest.mark.skipif(not os.path.exists(SHARED_V1), reason="../shared/data/squad/dev-v1.1.json.zip is not present")
+def test_gold_answers_map_back_exactly_on_the_full_v1_dev_set(tokenizer):
+    with zipfile.ZipFile(SHARED_V1) as archive:
+        dataset = json.loads(archive.read("dev-v1.1.json"))
+    alignments = {}
+    outcomes, samples = _alignment_report(dataset, tokenizer, alignments)
+    print(f"\nSQuAD v1.1 dev: {dict(outcomes)}; not exact (first 20): "
+          f"{samples['piece wider than the answer'][:20]}")
+    assert outcomes == {"exact": 34619, "piece wider than the answer": 107}
+
+    # Through the training windows (max_seq_length 384, doc_stride 128, max_query_length 64), as the original
+    # builds them: the answer each question trains on, read back from its window.
+    examples = squad.read_squad_examples(SHARED_V1, is_training=True)
+    stats = squad.ConversionStats()
+    features = squad.convert_examples_to_features(examples, tokenizer, 384, 128, 64, True, stats=stats,
+                                                  alignment_cache=alignments)
+    assert (stats.examples, stats.features, stats.alignment_failures) == (10570, 10866, [])
+    read_back = {}
+    for f in features:
+        if not f.is_impossible and f.example_index not in read_back:
+            example = examples[f.example_index]
+            first = f.tok_start_to_orig_index[f.start_position - f.doc_offset]
+            last = f.tok_end_to_orig_index[f.end_position - f.doc_offset]
+            read_back[f.example_index] = example.paragraph_text[first:last + 1].strip()
+    exact = sum(read_back.get(i) == e.orig_answer_text for i, e in enumerate(examples))
+    same_words = sum(squad_evaluation.exact_match(read_back.get(i, ""), e.orig_answer_text)
+                     for i, e in enumerate(examples))
+    print(f"training answers read back from their windows: {exact} of {len(examples)} exact, {same_words} equal "
+          "after the official normalisation")
+    assert len(read_back) == 10570 and exact == 10527
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Windows.
+
+def test_window_layout_p_mask_and_max_context(tokenizer):
+    context = " ".join(f"token{i}" for i in range(40))
+    question = "Which token comes after token7?"
+    example = squad.SquadExample("q", question, context, orig_answer_text="token8",
+                                 start_position=context.index("token8 "), is_impossible=False)
+    features = squad.convert_examples_to_features([example], tokenizer, 64, 20, 16, True)
+    query = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(question))
+    pieces = tokenizer.tokenize(context)
+    cls_id, sep_id = tokenizer.token_id("[CLS]"), tokenizer.token_id("[SEP]")
+    spans = squad.doc_spans_for(len(pieces), 64 - len(query) - 3, 20)
+    assert len(features) == len(spans) > 2
+    assert [s for s, _ in spans] == list(range(0, 20 * len(spans), 20))
+    owners = collections.Counter()
+    for f, (start, length) in zip(features, spans):
+        n = len(f.input_ids)
+        assert n == len(f.input_mask) == len(f.segment_ids) == len(f.p_mask) == 64
+        assert f.input_ids[:len(query) + 2] == [cls_id] + query + [sep_id]
+        assert f.input_ids[f.doc_offset + length] == sep_id and f.paragraph_len == f.doc_offset + length + 1
+        assert f.p_mask == [0] + [1] * (len(query) + 1) + [0] * length + [1] * (65 - f.paragraph_len)
+        assert f.segment_ids == [0] * f.doc_offset + [1] * (length + 1) + [0] * (64 - f.paragraph_len)
+        assert f.input_mask == [1] * f.paragraph_len + [0] * (64 - f.paragraph_len)
+        assert sorted(f.token_is_max_context) == list(range(f.doc_offset, f.doc_offset + length))
+        owners.update(start + p - f.doc_offset for p, best in f.token_is_max_context.items() if best)
+    assert sorted(owners) == list(range(len(pieces))) and set(owners.values()) == {1}
+    # Windows holding the whole answer point at it; the others point at [CLS].
+    for f, (start, length) in zip(features, spans):
+        if f.is_impossible:
+            assert (f.start_position, f.end_position) == (0, 0)
+            continue
+        assert 0 <= f.start_position - f.doc_offset <= f.end_position - f.doc_offset < length
+        first = f.tok_start_to_orig_index[f.start_position - f.doc_offset]
+        last = f.tok_end_to_orig_index[f.end_position - f.doc_offset]
+        assert context[first:last + 1].strip() == "token8"  # a piece's word-boundary mark covers the space
+    assert 1 <= sum(not f.is_impossible for f in features) < len(features)
+
+
+def test_v2_impossible_questions_point_at_cls(tokenizer):
+    examples = squad.read_squad_examples(SAMPLE_V2, is_training=True)
+    features = squad.convert_examples_to_features(examples, tokenizer, 128, 64, 32, True)
+    for f in features:
+        if examples[f.example_index].is_impossible:
+            assert f.is_impossible and (f.start_position, f.end_position) == (0, 0)
+        if not f.is_impossible:
+            e = examples[f.example_index]
+            first = f.tok_start_to_orig_index[f.start_position - f.doc_offset]
+            last = f.tok_end_to_orig_index[f.end_position - f.doc_offset]
+            assert e.paragraph_text[first:last + 1].strip() == e.orig_answer_text
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Caches.
+
+def test_feature_cache_round_trip_reuse_and_rebuild(tokenizer, tmp_path, caplog):
+    feature_file = str(tmp_path / "cache" / "predict.tf_record")
+    built = squad.build_or_load_features(SAMPLE_V2, feature_file, tokenizer, 128, 64, 32, is_training=False)
+    assert not built.from_cache and built.num_features == len(built.features) > 14
+    assert sorted(os.listdir(tmp_path / "cache")) == ["predict.tf_record", "predict.tf_record.json"]
+    cached = squad.build_or_load_features(SAMPLE_V2, feature_file, tokenizer, 128, 64, 32, is_training=False)
+    assert cached.from_cache and cached.features == built.features
+    with caplog.at_level(logging.WARNING):
+        rebuilt = squad.build_or_load_features(SAMPLE_V2, feature_file, tokenizer, 128, 48, 32, is_training=False)
+    assert not rebuilt.from_cache and "rebuilding" in caplog.text and rebuilt.num_features > built.num_features
+    # A feature file without its meta file (an interrupted run) is rebuilt, not trusted.
+    os.remove(feature_file + ".json")
+    again = squad.build_or_load_features(SAMPLE_V2, feature_file, tokenizer, 128, 48, 32, is_training=False)
+    assert not again.from_cache and again.features == rebuilt.features
+    # Training files hold the labels, in the original's record layout.
+    train_file = str(tmp_path / "train.tf_record")
+    train = squad.build_or_load_features(SAMPLE_V2, train_file, tokenizer, 128, 64, 32, is_training=True)
+    import tensorflow as tf
+
+    batch = next(iter(squad.training_dataset(train_file, 128, 4)))
+    assert set(batch) == {"unique_ids", "input_ids", "input_mask", "segment_ids", "p_mask", "start_positions",
+                          "end_positions", "is_impossible"}
+    assert batch["input_ids"].shape == (4, 128) and batch["input_ids"].dtype == tf.int32
+    assert train.num_features == sum(1 for _ in tf.data.TFRecordDataset(train_file))
+
+
+def test_prediction_dataset_pads_the_last_batch(tokenizer, tmp_path):
+    feature_file = str(tmp_path / "predict.tf_record")
+    built = squad.build_or_load_features(SAMPLE_V2, feature_file, tokenizer, 128, 64, 32, is_training=False)
+    batches = list(squad.prediction_dataset(feature_file, 128, 8, built.num_features))
+    ids = np.concatenate([b["example_index"].numpy() for b in batches])
+    assert all(b["input_ids"].shape[0] == 8 for b in batches)
+    assert list(ids[ids >= 0]) == list(range(len(built.features)))
+    assert (ids < 0).sum() == (-built.num_features) % 8
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Post-processing.
+
+def _one_window(tokenizer, context, question="What?", max_seq_length=64):
+    example = squad.SquadExample("q", question, context)
+    return example, squad.convert_examples_to_features([example], tokenizer, max_seq_length, 32, 16, False)
+
+
+def test_v1_post_processing_validity_checks_and_nbest(tokenizer):
+    example, features = _one_window(tokenizer, "Paris is the capital of France and its largest city.")
+    (f,) = features
+    n = len(f.input_ids)
+    start, end = np.full(n, -10.0), np.full(n, -10.0)
+    start[0] = end[0] = 9.0  # [CLS]: not in the context, dropped
+    start[2] = 8.0  # in the question, dropped
+    start[f.doc_offset] = 5.0  # "paris"
+    end[f.doc_offset] = 4.0
+    end[f.doc_offset + 3] = 6.0  # "paris is the capital"
+    end[n - 1] = 7.0  # padding: dropped
+    results = [post.RawResult(f.unique_id, start.tolist(), end.tolist())]
+    result_dict = {}
+    post.accumulate_predictions_v1(result_dict, [example], features, results, 20, 30)
+    predictions, nbest = post.write_predictions_v1(result_dict, [example], features, 20)
+    assert predictions["q"] == "Paris is the capital"
+    texts = [e["text"] for e in nbest["q"]]
+    assert texts[:2] == ["Paris is the capital", "Paris"]
+    assert len(texts) == len(set(texts))
+    probs = [e["probability"] for e in nbest["q"]]
+    assert probs == sorted(probs, reverse=True) and sum(probs) == pytest.approx(1.0)
+    # max_answer_length: the 4-piece span is dropped at 3.
+    result_dict = {}
+    post.accumulate_predictions_v1(result_dict, [example], features, results, 20, 3)
+    assert post.write_predictions_v1(result_dict, [example], features, 20)[0]["q"] == "Paris"
+    # A second evaluation of the same window is averaged in.
+    doubled = [post.RawResult(f.unique_id, (start - 2.0).tolist(), end.tolist())]
+    result_dict = {}
+    post.accumulate_predictions_v1(result_dict, [example], features, results, 20, 30)
+    post.accumulate_predictions_v1(result_dict, [example], features, doubled, 20, 30)
+    _, nbest = post.write_predictions_v1(result_dict, [example], features, 20)
+    assert nbest["q"][0]["start_log_prob"] == pytest.approx(4.0)
+    # No valid span at all: the original's "empty".
+    nothing = [post.RawResult(f.unique_id, [0.0] * n, [0.0] * n)]
+    result_dict = {}
+    post.accumulate_predictions_v1(result_dict, [example], features, nothing, 1, 30)
+    assert post.write_predictions_v1(result_dict, [example], features, 1)[0]["q"] in ("empty", "Paris")
+
+
+def test_v1_windows_are_combined_by_max_context(tokenizer):
+    context = " ".join(f"w{i}" for i in range(30))
+    example, features = _one_window(tokenizer, context, max_seq_length=24)
+    assert len(features) > 1
+    results = []
+    for f in features:
+        n = len(f.input_ids)
+        start, end = np.full(n, -5.0), np.full(n, -5.0)
+        # Every window votes for its own first context piece, which is max-context only in the first window.
+        start[f.doc_offset] = end[f.doc_offset] = 3.0
+        results.append(post.RawResult(f.unique_id, start.tolist(), end.tolist()))
+    result_dict = {}
+    post.accumulate_predictions_v1(result_dict, [example], features, results, 5, 30)
+    predictions, nbest = post.write_predictions_v1(result_dict, [example], features, 5)
+    first_piece = context[:features[0].tok_end_to_orig_index[0] + 1].strip()
+    assert predictions["q"] == first_piece
+    assert all(e["text"] for e in nbest["q"])
+
+
+def test_v2_post_processing_null_score_and_threshold(tokenizer):
+    context = " ".join(f"w{i}" for i in range(30))
+    example, features = _one_window(tokenizer, context, max_seq_length=24)
+    results = []
+    for k, f in enumerate(features):
+        starts = [f.doc_offset, 0, 1, 2, f.doc_offset + 1]
+        ends = [f.doc_offset + 1] + [0] * 24
+        results.append(post.RawResultV2(f.unique_id, [-0.1, -1, -2, -3, -4], starts, [-0.2] * 25, ends,
+                                         cls_logits=2.0 - k))
+    result_dict, cls_dict = {}, {}
+    post.accumulate_predictions_v2(result_dict, cls_dict, [example], features, results, 20, 30, 5, 5)
+    null = min(2.0 - k for k in range(len(features)))
+    assert cls_dict == {0: [null]}
+    predictions, null_odds, best, nbest = post.write_predictions_v2(result_dict, cls_dict, [example], features, 20)
+    assert null_odds["q"] == null and predictions["q"] == best["q"] != ""
+    kept, _, _, _ = post.write_predictions_v2(result_dict, cls_dict, [example], features, 20, null + 0.5)
+    nulled, _, _, _ = post.write_predictions_v2(result_dict, cls_dict, [example], features, 20, null - 0.5)
+    assert kept["q"] == best["q"] and nulled["q"] == ""
+
+
+def test_oracle_logits_give_the_gold_answers(tokenizer):
+    """Logits peaked on the gold pieces, through the whole post-processing, score the mapping's exact rate."""
+    examples = squad.read_squad_examples(SAMPLE_V1, is_training=True)
+    features = squad.convert_examples_to_features(examples, tokenizer, 128, 64, 32, True)
+    results = []
+    for f in features:
+        start, end = np.zeros(len(f.input_ids)), np.zeros(len(f.input_ids))
+        if not f.is_impossible:
+            start[f.start_position] = end[f.end_position] = 10.0
+        results.append(post.RawResult(f.unique_id, start.tolist(), end.tolist()))
+    result_dict = {}
+    post.accumulate_predictions_v1(result_dict, examples, features, results, 20, 30)
+    predictions, _ = post.write_predictions_v1(result_dict, examples, features, 20)
+    with open(SAMPLE_V1, encoding="utf-8") as f:
+        scores = squad_evaluation.evaluate_v1(json.load(f), predictions)
+    exact = sum(predictions[e.qas_id] == e.orig_answer_text for e in examples)
+    print(f"\noracle predictions: {exact} of {len(examples)} exact texts, {scores}")
+    assert exact >= len(examples) - 3 and scores["exact_match"] > 99.0

@@ -1,0 +1,210 @@
+"""`predict.py` / `albert_tf.predict` for users holding only an export: a preprocessing + encoder pair gives the
+encoder's pooled_output for each line (single texts and tab-separated pairs, GLUE-style columns), in batches with
+progress; a classifier export's text signatures give its probabilities; TF Serving REST bodies are answered as the
+model server would; bad files and exports are refused with a clear message."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.serving import encoder as export
+from albert_tf.data import glue
+from albert_tf.serving import predict
+from albert_tf.config import AlbertConfig
+from albert_tf.model import AlbertModel, dummy_inputs
+from tests.serving.test_export import fresh_process, start_saved_model_cli_show  # the fresh-process and saved_model_cli helpers
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SPM = os.path.join(REPO, "data", "30k-clean.model")
+SST2_DEV = os.path.join(REPO, "data", "glue", "SST-2", "dev.tsv")
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ""}
+LINES = ["It's a charming and often affecting journey.", "unflinchingly bleak and desperate", "1,000 naïve cafés",
+         "Hello", "The ``best'' film of the year?", "ÅNGSTRÖM", "a b c d e f g h i j k l m n o p q r s t u v"]
+PAIRS = [("The cat sat.", "A cat was sitting."), ("Hello", "World"), ("First only", ""),
+         ("Numbers 2,500", "and more 3,000,")]
+SEQ = 16
+
+
+def tiny_config():
+    return AlbertConfig(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=64, max_position_embeddings=128)
+
+
+def features(tokenizer, texts_a, texts_b=None):
+    return {k: tf.constant(v) for k, v in glue.features_from_texts(tokenizer, texts_a, texts_b, SEQ).items()}
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="module")
+def pair_exports(tmp_path_factory):
+    work = tmp_path_factory.mktemp("pair")
+    model = AlbertModel(tiny_config())
+    model(dummy_inputs(), training=False)
+    encoder_dir = export.export_encoder(model, str(work / "encoder"), tokenizer_file=SPM)
+    preprocessing_dir = export.export_preprocessing(str(work / "preprocessing"), spm_model_file=SPM,
+                                                    max_seq_length=SEQ)
+    return {"model": model, "encoder": encoder_dir, "preprocessing": preprocessing_dir, "work": work}
+
+
+def test_preprocessing_and_encoder_pair_give_pooled_embeddings(pair_exports, tokenizer, tmp_path):
+    model = pair_exports["model"]
+    lines_file = tmp_path / "lines.txt"
+    lines_file.write_text("\n".join(LINES) + "\n\n", encoding="utf-8")  # a trailing blank line is skipped
+    progress = []
+    stats = predict.predict_file(pair_exports["preprocessing"], str(lines_file), str(tmp_path / "out.jsonl"),
+                                 encoder_dir=pair_exports["encoder"], batch_size=3,
+                                 progress=lambda done, total: progress.append((done, total)))
+    assert progress == [(3, 7), (6, 7), (7, 7)]
+    assert stats["examples"] == 7 and stats["signature"] == "serving_default"
+    records = read_jsonl(tmp_path / "out.jsonl")
+    assert [r["index"] for r in records] == list(range(7)) and [r["text"] for r in records] == LINES
+    assert sorted(records[0]) == ["index", "pooled_output", "text"]
+    expected = model(features(tokenizer, LINES))["pooled_output"].numpy()
+    np.testing.assert_allclose([r["pooled_output"] for r in records], expected, atol=1e-5)
+
+    # tab-separated pairs, and token vectors on request
+    pairs_file = tmp_path / "pairs.tsv"
+    pairs_file.write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS), encoding="utf-8")
+    predict.predict_file(pair_exports["preprocessing"], str(pairs_file), str(tmp_path / "pairs.jsonl"),
+                         encoder_dir=pair_exports["encoder"], batch_size=2,
+                         outputs=["pooled_output", "sequence_output"])
+    records = read_jsonl(tmp_path / "pairs.jsonl")
+    assert [(r["text_a"], r["text_b"]) for r in records] == PAIRS
+    outputs = model(features(tokenizer, [a for a, _ in PAIRS], [b for _, b in PAIRS]))
+    np.testing.assert_allclose([r["pooled_output"] for r in records], outputs["pooled_output"].numpy(), atol=1e-5)
+    assert np.asarray(records[0]["sequence_output"]).shape == (SEQ, 32)
+
+    # columns of a GLUE file with a header
+    predict.predict_file(pair_exports["preprocessing"], SST2_DEV, str(tmp_path / "sst2.jsonl"),
+                         encoder_dir=pair_exports["encoder"], batch_size=64, text_columns=[0], skip_header=True)
+    records = read_jsonl(tmp_path / "sst2.jsonl")
+    assert len(records) == 100 and records[0]["text"].startswith("it 's a charming")
+
+
+def test_predict_refuses_bad_files_and_exports(pair_exports, tmp_path):
+    mixed = tmp_path / "mixed.tsv"
+    mixed.write_text("one text\ntwo\ttexts\n", encoding="utf-8")
+    with pytest.raises(predict.PredictError, match="different numbers of columns"):
+        predict.read_examples(str(mixed))
+    wide = tmp_path / "wide.tsv"
+    wide.write_text("a\tb\tc\n", encoding="utf-8")
+    with pytest.raises(predict.PredictError, match=r"wide.tsv:1: has 3 tab-separated columns"):
+        predict.read_examples(str(wide))
+    with pytest.raises(predict.PredictError, match="column 5 was asked for"):
+        predict.read_examples(str(wide), text_columns=[5])
+    with pytest.raises(predict.PredictError, match="input file not found"):
+        predict.read_examples(str(tmp_path / "missing.txt"))
+    lines = tmp_path / "lines.txt"
+    lines.write_text("hello\n", encoding="utf-8")
+    # an ids-only export has no text signature: the message lists what it has
+    with pytest.raises(predict.PredictError, match=r"no signature taking one text.*serving_default\(input_ids: int32"):
+        predict.predict_file(pair_exports["encoder"], str(lines), str(tmp_path / "o.jsonl"))
+    with pytest.raises(predict.PredictError, match="not the ids"):
+        predict.Predictor(pair_exports["preprocessing"], encoder_dir=pair_exports["preprocessing"])
+    with pytest.raises(predict.PredictError, match="no SavedModel"):
+        predict.Predictor(str(tmp_path))
+    with pytest.raises(predict.PredictError, match="unknown output"):
+        predict.predict_file(pair_exports["preprocessing"], str(lines), str(tmp_path / "o.jsonl"),
+                             encoder_dir=pair_exports["encoder"], outputs=["logits"])
+    assert not os.path.exists(tmp_path / "o.jsonl")
+
+
+def test_predict_cli_answers_a_rest_body_as_tf_serving(pair_exports, tmp_path):
+    """`predict.py --request_json` runs the README's row-format body through the session loader TF Serving uses."""
+    body = {"instances": [{"input_ids": [2, 10975, 126, 3], "input_mask": [1, 1, 1, 1], "segment_ids": [0, 0, 0, 0]},
+                          {"input_ids": [2, 14, 3, 0], "input_mask": [1, 1, 1, 0], "segment_ids": [0, 0, 0, 0]}]}
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps(body), encoding="utf-8")
+    done = subprocess.run([sys.executable, os.path.join(REPO, "predict.py"), f"--export_dir={pair_exports['encoder']}",
+                           f"--request_json={request}"], capture_output=True, text=True, env=ENV, timeout=600,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    response = json.loads(done.stdout.strip().splitlines()[-1])
+    columns = {k: tf.constant([i[k] for i in body["instances"]], tf.int32) for k in body["instances"][0]}
+    expected = pair_exports["model"](columns)["pooled_output"].numpy()
+    np.testing.assert_allclose([p["pooled_output"] for p in response["predictions"]], expected, atol=1e-5)
+    request.write_text(json.dumps({"instances": [{"input_ids": [2, 3]}]}), encoding="utf-8")
+    done = subprocess.run([sys.executable, os.path.join(REPO, "predict.py"), f"--export_dir={pair_exports['encoder']}",
+                           f"--request_json={request}"], capture_output=True, text=True, env=ENV, timeout=600,
+                          cwd=REPO)
+    assert done.returncode != 0 and "lacks the named input 'input_mask'" in done.stderr
+
+
+@pytest.mark.slow
+def test_classifier_export_and_predict_clis(tmp_path, tokenizer):
+    """export_model.py writes a classifier export from a fine-tuned checkpoint; predict.py runs its text and
+    text_pair signatures on files, in batches, with progress, giving the classifier's probabilities."""
+    from albert_tf import checkpoints
+    from albert_tf.tasks.classification import build_classifier
+
+    config = tiny_config()
+    config.to_json_file(str(tmp_path / "config.json"))
+    classifier = build_classifier(config, 2)
+    checkpoints.save_checkpoint(classifier, str(tmp_path / "cls" / "model"), fmt="native")
+    export_dir = tmp_path / "export"
+    done = subprocess.run([sys.executable, os.path.join(REPO, "export_model.py"), "--export_type=classifier",
+                           f"--albert_config_file={tmp_path / 'config.json'}", f"--init_checkpoint={tmp_path / 'cls'}",
+                           f"--spm_model_file={SPM}", f"--max_seq_length={SEQ}", "--label_list=neg,pos",
+                           f"--export_dir={export_dir}"], capture_output=True, text=True, env=ENV, timeout=900,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"Exported classifier to {export_dir}" in done.stdout
+    export_dir = str(export_dir)
+    show_pending = start_saved_model_cli_show([export_dir])
+
+    lines = tmp_path / "lines.txt"
+    lines.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS), encoding="utf-8")
+    script = os.path.join(REPO, "predict.py")
+    procs = [subprocess.Popen([sys.executable, script, f"--export_dir={export_dir}", f"--input_file={path}",
+                               f"--output_file={tmp_path / (path.stem + '.jsonl')}", "--batch_size=3"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=REPO)
+             for path in (lines, pairs)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=900)
+        assert proc.returncode == 0, err[-3000:]
+        assert "examples/s" in err  # progress and the final rate are logged
+    single, pair = read_jsonl(tmp_path / "lines.jsonl"), read_jsonl(tmp_path / "pairs.jsonl")
+    assert sorted(single[0]) == ["index", "labels", "predictions", "probabilities", "text"]
+    expected = tf.nn.softmax(classifier(features(tokenizer, LINES))).numpy()
+    np.testing.assert_allclose([r["probabilities"] for r in single], expected, atol=1e-5)
+    assert [r["labels"] for r in single] == [["neg", "pos"][i] for i in expected.argmax(-1)]
+    expected = tf.nn.softmax(classifier(features(tokenizer, [a for a, _ in PAIRS], [b for _, b in PAIRS]))).numpy()
+    np.testing.assert_allclose([r["probabilities"] for r in pair], expected, atol=1e-5)
+    assert [(r["text_a"], r["text_b"]) for r in pair] == PAIRS
+
+    # saved_model_cli lists the signatures; a fresh process with only tensorflow + tensorflow_text answers (eagerly
+    # and through TF Serving's session loader); the README's REST body for text is answered.
+    calls = [{"dir": export_dir, "signature": "text", "inputs": {"text": {"dtype": "string", "value": LINES[:2]}}},
+             {"dir": export_dir, "signature": "serving_default",
+              "inputs": {k: {"dtype": "int32", "value": v.numpy().tolist()}
+                         for k, v in features(tokenizer, LINES[:2]).items()}}]
+    by_text, by_ids = fresh_process(calls)
+    shown = show_pending()[export_dir]
+    ids = {name: ["DT_INT32", "(-1, -1)"] for name in ("input_ids", "input_mask", "segment_ids")}
+    assert sorted(shown) == ["serialized_example", "serving_default", "text", "text_pair", "tokenization_info"]
+    assert shown["serving_default"]["inputs"] == ids
+    assert shown["text"]["inputs"] == {"text": ["DT_STRING", "(-1)"]}
+    assert sorted(shown["text_pair"]["inputs"]) == ["text_a", "text_b"]
+    assert sorted(shown["text"]["outputs"]) == ["labels", "predictions", "probabilities"]
+    expected = tf.nn.softmax(classifier(features(tokenizer, LINES[:2]))).numpy()
+    for way in ("eager", "session"):
+        np.testing.assert_allclose(by_text[way]["probabilities"], expected, atol=1e-5)
+        np.testing.assert_allclose(by_ids[way]["probabilities"], expected, atol=1e-5)
+        assert by_text[way]["labels"] == [["neg", "pos"][i] for i in expected.argmax(-1)]
+    with predict.ServingSession(export_dir) as session:
+        rows = session.predict({"signature_name": "text", "instances": [{"text": LINES[0]}, {"text": LINES[1]}]})
+        np.testing.assert_allclose([row["probabilities"] for row in rows["predictions"]], expected, atol=1e-5)
+        pair = session.predict({"signature_name": "text_pair",
+                                "instances": [{"text_a": PAIRS[0][0], "text_b": PAIRS[0][1]}]})["predictions"][0]
+        assert pair["labels"] in ("neg", "pos") and pair["predictions"] in (0, 1)

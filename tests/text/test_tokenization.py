@@ -1,0 +1,120 @@
+"""Python tokenization, SentencePiece mode, on the real `30k-clean.model`; `encode_pair`; file errors."""
+
+import pytest
+
+from albert_tf.text.tokenization import (FullTokenizer, TokenizerError, encode_pair, preprocess_text,
+                                    truncate_seq_pair)
+
+
+def ids(tokenizer, text):
+    return tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
+
+
+def test_known_ids_with_cls_sep(tokenizer):
+    # The example of the HF albert-base-v2 documentation, which uses this very model.
+    tokens = ["[CLS]"] + tokenizer.tokenize("hello, my dog is cute") + ["[SEP]"]
+    assert tokenizer.convert_tokens_to_ids(tokens) == [2, 10975, 15, 51, 1952, 25, 10901, 3]
+    input_ids, input_mask, segment_ids = encode_pair(tokenizer, "hello, my dog is cute", max_seq_length=8)
+    assert input_ids == [2, 10975, 15, 51, 1952, 25, 10901, 3]
+    assert input_mask == [1] * 8 and segment_ids == [0] * 8
+
+
+def test_special_ids(tokenizer):
+    assert [tokenizer.token_id(t) for t in ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")] == [0, 1, 2, 3, 4]
+    assert tokenizer.pad_id == 0 and tokenizer.unk_token == "<unk>" and tokenizer.is_sentencepiece
+    assert tokenizer.convert_ids_to_tokens([2, 10975, 3]) == ["[CLS]", "▁hello", "[SEP]"]
+    with pytest.raises(TokenizerError, match="30k-clean.model"):
+        tokenizer.token_id("[NOPE]")
+
+
+def test_uppercase_is_folded(tokenizer, spm_model_file):
+    assert tokenizer.tokenize("Hello, My DOG is CUTE") == ["▁hello", ",", "▁my", "▁dog", "▁is", "▁cute"]
+    cased = FullTokenizer(spm_model_file=spm_model_file, do_lower_case=False)
+    assert cased.tokenize("Hello") != tokenizer.tokenize("Hello")
+    assert cased.tokenize("hello") == tokenizer.tokenize("hello")
+
+
+def test_accents_are_stripped(tokenizer):
+    # NFKD, then the combining marks go: é -> e, ö -> o, ï -> i, Å -> A -> a.
+    assert preprocess_text("Héllo wörld, café naïve Ångström", lower=True) == "hello world, cafe naive angstrom"
+    assert tokenizer.tokenize("Héllo wörld, café naïve Ångström") == \
+        ["▁hello", "▁world", ",", "▁cafe", "▁naive", "▁", "ang", "strom"]
+    # Compatibility characters are decomposed too: the ligature, the vulgar fraction, the circled digit.
+    assert tokenizer.tokenize("ﬁne ½ ①,") == ["▁fine", "▁1", "⁄", "2", "▁1", ","]
+
+
+def test_digits_followed_by_commas(tokenizer):
+    sp = tokenizer.sp_model
+    # SentencePiece alone keeps a comma glued to some numbers ...
+    assert sp.encode("then 23, and", out_type=str) == ["▁then", "▁23,", "▁and"]
+    assert sp.encode("1, 2, 3,", out_type=str) == ["▁1,", "▁2,", "▁3,"]
+    # ... and the digit-comma rule splits it off, so "23" is the same piece whatever follows it.
+    assert tokenizer.tokenize("then 23, and") == ["▁then", "▁23", ",", "▁and"]
+    assert tokenizer.tokenize("1, 2, 3,") == ["▁1", ",", "▁2", ",", "▁3", ","]
+    assert tokenizer.tokenize("He paid 1,000, then 23, and 4,500,000, more.") == [
+        "▁he", "▁paid", "▁1,000", ",", "▁then", "▁23", ",", "▁and", "▁", "4,500", ",", "000", ",", "▁more", "."]
+    assert ids(tokenizer, "then 23, and") == [94, 1137, 15, 17]
+
+
+def test_latex_quotes_become_double_quotes(tokenizer):
+    assert preprocess_text("he said ``hi'' to me") == 'he said "hi" to me'
+    assert tokenizer.tokenize("he said ``hi'' to me") == ["▁he", "▁said", "▁", '"', "hi", '"', "▁to", "▁me"]
+    assert tokenizer.tokenize("he said ``hi'' to me") == tokenizer.tokenize('he said "hi" to me')
+
+
+def test_whitespace_runs_are_folded(tokenizer):
+    assert preprocess_text("  a  \t\n b\u3000c\u00a0d \r\n") == "a b c d"
+    assert tokenizer.tokenize("  a  \t\n b\u3000c\u00a0d \r\n") == tokenizer.tokenize("a b c d")
+    assert tokenizer.tokenize("") == [] and tokenizer.tokenize(" \t\n ") == []
+
+
+def test_bytes_input_drops_invalid_utf8(tokenizer):
+    assert tokenizer.tokenize(b"caf\xc3\xa9 \xff bar") == tokenizer.tokenize("cafe  bar")
+
+
+def test_missing_and_bad_model_files(tmp_path):
+    missing = tmp_path / "nope.model"
+    with pytest.raises(TokenizerError, match="nope.model"):
+        FullTokenizer(spm_model_file=str(missing))
+    garbage = tmp_path / "garbage.model"
+    garbage.write_bytes(b"this is not a sentencepiece model")
+    with pytest.raises(TokenizerError, match="garbage.model"):
+        FullTokenizer(spm_model_file=str(garbage))
+    with pytest.raises(TokenizerError, match="spm_model_file"):
+        FullTokenizer()
+    with pytest.raises(TokenizerError, match="vocab.txt"):
+        FullTokenizer(vocab_file=str(tmp_path / "vocab.txt"))
+
+
+def test_truncate_seq_pair_removes_from_the_longer_end():
+    a, b = list("abcdef"), list("xy")
+    truncate_seq_pair(a, b, 5)
+    assert a == list("abc") and b == list("xy")
+    a, b = list("abc"), list("xyz")
+    truncate_seq_pair(a, b, 4)  # equal lengths: B loses first, then A
+    assert a == list("ab") and b == list("xy")
+    a, b = list("ab"), list("vwxyz")
+    truncate_seq_pair(a, b, 3)
+    assert a == list("ab") and b == list("v")
+
+
+def test_encode_pair_layout_truncation_and_padding(tokenizer):
+    input_ids, input_mask, segment_ids = encode_pair(tokenizer, "hello, my dog is cute", "then 23, and", 16)
+    assert input_ids == [2, 10975, 15, 51, 1952, 25, 10901, 3, 94, 1137, 15, 17, 3, 0, 0, 0]
+    assert input_mask == [1] * 13 + [0] * 3
+    assert segment_ids == [0] * 8 + [1] * 5 + [0] * 3
+    # 6 + 4 tokens into 10 - 3 = 7 places: A (longer) loses 2, then the tie costs B one.
+    input_ids, input_mask, segment_ids = encode_pair(tokenizer, "hello, my dog is cute", "then 23, and", 10)
+    assert input_ids == [2, 10975, 15, 51, 1952, 3, 94, 1137, 15, 3]
+    assert segment_ids == [0] * 6 + [1] * 4 and input_mask == [1] * 10
+    # A single text keeps its first max_seq_length - 2 tokens.
+    assert encode_pair(tokenizer, "hello, my dog is cute", None, 5)[0] == [2, 10975, 15, 51, 3]
+
+
+def test_encode_pair_empty_second_text_gives_single_layout(tokenizer):
+    single = encode_pair(tokenizer, "hello, my dog is cute", None, 12)
+    assert encode_pair(tokenizer, "hello, my dog is cute", "", 12) == single
+    assert encode_pair(tokenizer, "hello, my dog is cute", "  \t ", 12) == single
+    assert single[0][:8] == [2, 10975, 15, 51, 1952, 25, 10901, 3] and single[0][8:] == [0] * 4
+    with pytest.raises(ValueError, match="at least 3"):
+        encode_pair(tokenizer, "a", "b", 2)

@@ -1,0 +1,177 @@
+"""Training machinery: the fit plan, gradient clipping, output-dir checks, stopping on a non-finite loss, and
+the atomic results file."""
+
+import math
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import fileio
+from albert_tf.data import records
+from albert_tf.config import AlbertConfig
+from albert_tf.train import steps
+from albert_tf.train.callbacks import NonFiniteLossError, StopOnNonFiniteLoss
+from albert_tf.train.runner import check_output_dir, plan_steps, record_config
+
+
+# ----------------------------------------------------------------- plan_steps
+@pytest.mark.parametrize("total,save,per_loop,done,expected", [
+    (10, 4, 2, 0, (4, 3, 0, 2)),        # 3 epochs of 4 steps cover 10, stopped at 10 by StopAtStep
+    (10, 4, 2, 4, (4, 3, 1, 2)),        # resumed at the first checkpoint: starts at epoch 1
+    (10, 5, 1000, 0, (5, 2, 0, 5)),     # iterations_per_loop larger than an interval: one call per interval
+    (7, 10, 3, 0, (7, 1, 0, 1)),        # fewer steps than the save interval: one epoch; gcd(3, 7) = 1
+    (100, 30, 20, 60, (30, 4, 2, 10)),  # per_loop 20 does not divide the interval 30: gcd 10
+    (125000, 5000, 1000, 0, (5000, 25, 0, 1000)),  # the original's defaults
+    (125000, 5000, 1000, 45000, (5000, 25, 9, 1000)),
+])
+def test_plan_steps_cases(total, save, per_loop, done, expected):
+    assert plan_steps(total, save, per_loop, done) == expected
+
+
+@pytest.mark.parametrize("total", [1, 6, 7, 12, 100])
+@pytest.mark.parametrize("save", [1, 2, 5, 30])
+@pytest.mark.parametrize("per_loop", [1, 3, 4, 1000])
+def test_plan_steps_invariants(total, save, per_loop):
+    """For every checkpoint step a run can resume from: the epochs cover the remaining steps, resuming starts
+    at an epoch boundary, and steps_per_execution divides the epoch, the total and the resume point (so every
+    checkpoint step and the last step are reached exactly)."""
+    for done in range(0, total, save):
+        steps_per_epoch, epochs, initial_epoch, per_execution = plan_steps(total, save, per_loop, done)
+        assert steps_per_epoch * epochs >= total
+        assert initial_epoch * steps_per_epoch == done
+        assert steps_per_epoch % per_execution == 0 and total % per_execution == 0 and done % per_execution == 0
+        assert per_execution <= max(per_loop, 1)
+
+
+# ----------------------------------------------------------------- clipping
+def _grads():
+    rng = np.random.RandomState(0)
+    return [tf.constant(rng.normal(0, s, shape), tf.float32) for s, shape in ((1.0, (3, 4)), (0.5, (4,)),
+                                                                               (2.0, (2, 2, 2)))]
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.05])  # global norm ~6 (clipped) and ~0.3 (left alone)
+def test_clip_on_one_replica_matches_clip_by_global_norm(scale):
+    grads = [g * scale for g in _grads()]
+    expected, norm = tf.clip_by_global_norm(grads, 1.0)
+    assert (float(norm) > 1.0) == (scale == 1.0)
+    clipped = steps.clip_gradients_across_replicas(grads, 1.0)
+    for a, b in zip(clipped, expected):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_clip_under_loss_scaling_clips_the_unscaled_norm_and_keeps_the_scale():
+    grads = _grads()
+    expected, _ = tf.clip_by_global_norm(grads, 1.0)
+    scaled = steps.clip_gradients_across_replicas([g * 1024.0 for g in grads], 1.0, loss_scale=1024.0)
+    for a, b in zip(scaled, expected):
+        np.testing.assert_allclose(a.numpy() / 1024.0, b.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_clip_densifies_sparse_gradients():
+    dense = tf.constant([[3.0, 0.0], [0.0, 0.0], [0.0, 4.0]])
+    sparse = tf.IndexedSlices(tf.constant([[3.0, 0.0], [0.0, 4.0]]), tf.constant([0, 2]), tf.constant([3, 2]))
+    (clipped,) = steps.clip_gradients_across_replicas([sparse], 1.0)
+    np.testing.assert_allclose(clipped.numpy(), dense.numpy() / 5.0, rtol=1e-6)
+
+
+def test_clip_inside_a_one_replica_strategy_step():
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    grads = _grads()
+    expected, _ = tf.clip_by_global_norm(grads, 1.0)
+    result = strategy.run(tf.function(lambda: steps.clip_gradients_across_replicas(grads, 1.0)))
+    for a, b in zip(result, expected):
+        np.testing.assert_allclose(np.asarray(a), b.numpy(), rtol=1e-6, atol=1e-7)
+
+
+# ----------------------------------------------------------------- check_output_dir
+def test_check_output_dir_records_the_config_and_refuses_another(tmp_path, tiny_config):
+    out = tmp_path / "run"
+    check_output_dir(str(out), tiny_config)
+    record_config(str(out), tiny_config)
+    assert AlbertConfig.from_json_file(str(out / "albert_config.json")).to_dict() == tiny_config.to_dict()
+    check_output_dir(str(out), AlbertConfig.from_dict(tiny_config.to_dict()))  # same model: resumable
+    other = AlbertConfig.from_dict({**tiny_config.to_dict(), "hidden_size": 64, "num_hidden_layers": 3})
+    with pytest.raises(ValueError, match=r"different model.*hidden_size.*num_hidden_layers|"
+                                         r"different model.*num_hidden_layers.*hidden_size") as err:
+        check_output_dir(str(out), other)
+    assert str(out) in str(err.value) and "--albert_config_file" in str(err.value)
+    # the recorded config is untouched
+    assert AlbertConfig.from_json_file(str(out / "albert_config.json")).hidden_size == tiny_config.hidden_size
+
+
+# ----------------------------------------------------------------- write_results
+def test_write_results_format_and_atomic_replacement(tmp_path):
+    path = str(tmp_path / "eval_results.txt")
+    fileio.write_results(path, {"masked_lm_loss": 2.5, "global_step": 10, "masked_lm_accuracy": 0.25})
+    with open(path) as f:
+        assert f.read() == "global_step = 10\nmasked_lm_accuracy = 0.25\nmasked_lm_loss = 2.5\n"
+    assert os.listdir(tmp_path) == ["eval_results.txt"]
+
+    class Unprintable:
+        def __format__(self, spec):
+            raise RuntimeError("cannot format")
+
+    with pytest.raises(RuntimeError):
+        fileio.write_results(path, {"a": 1.0, "z": Unprintable()})
+    with open(path) as f:  # a failed write leaves the previous results whole
+        assert f.read() == "global_step = 10\nmasked_lm_accuracy = 0.25\nmasked_lm_loss = 2.5\n"
+    fileio.write_results(path, {"loss": 1.0})
+    with open(path) as f:
+        assert f.read() == "loss = 1.0\n"
+
+
+# ----------------------------------------------------------------- stopping on a non-finite loss
+def test_non_finite_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(
+        tmp_path, monkeypatch, tiny_config, pretraining_records):
+    """The records' masked_lm_weights become NaN from the 4th batch on (step 4, a checkpoint step): the run
+    stops with NonFiniteLossError naming step 4, ckpt-4 is never written and ckpt-2 holds finite weights."""
+    from albert_tf.checkpoints import native
+    from albert_tf.tasks.pretraining import PretrainingParams, run_pretraining
+
+    bad_from_batch = 3  # 0-based batch index consumed by step 4
+    original_dataset = records.pretraining_dataset
+
+    def poisoned(*args, **kwargs):
+        dataset = original_dataset(*args, **kwargs)
+        if not kwargs.get("is_training"):
+            return dataset
+
+        def poison(index, batch):
+            batch = dict(batch)
+            weights = batch["masked_lm_weights"]
+            batch["masked_lm_weights"] = tf.where(index >= bad_from_batch, tf.fill(tf.shape(weights), np.nan),
+                                                  weights)
+            return batch
+
+        return dataset.enumerate().map(poison)
+
+    monkeypatch.setattr(records, "pretraining_dataset", poisoned)
+    path, seq, preds = pretraining_records
+    out = str(tmp_path / "run")
+    params = PretrainingParams(albert_config=tiny_config, input_file=path, output_dir=out, max_seq_length=seq,
+                               max_predictions_per_seq=preds, train_batch_size=8, eval_batch_size=8,
+                               num_train_steps=8, num_warmup_steps=0, learning_rate=1e-3,
+                               save_checkpoints_steps=2, iterations_per_loop=1, do_eval=False, log_every=0)
+    with pytest.raises(NonFiniteLossError, match=r"non-finite loss \(nan\) at step 4\b"):
+        run_pretraining(params)
+    assert tf.train.latest_checkpoint(out).endswith("ckpt-2")
+    assert not os.path.exists(os.path.join(out, "ckpt-4.index"))
+    weights, _ = native.read_native(os.path.join(out, "ckpt-2"))
+    assert weights and all(np.isfinite(w).all() for w in weights.values())
+    assert int(tf.train.load_checkpoint(os.path.join(out, "ckpt-2")).get_tensor(
+        "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")) == 2
+
+
+def test_non_finite_loss_callback_on_infinite_loss():
+    class Model:
+        class optimizer:  # noqa: N801  (a stand-in with the attribute the callback reads)
+            iterations = tf.Variable(17, dtype=tf.int64)
+
+    callback = StopOnNonFiniteLoss()
+    callback.set_model(Model())
+    callback.on_train_batch_end(0, {"loss": np.float32(3.0)})
+    with pytest.raises(NonFiniteLossError, match="at step 17"):
+        callback.on_train_batch_end(0, {"loss": np.float32(math.inf)})
