@@ -26,20 +26,37 @@ import shutil
 import socket
 import uuid
 
-import tensorflow as tf
-
 from albert_tf.errors import AlbertError, RunError
 
 SIDECAR_SUFFIX = ".albert_tf"
-_STAGED = re.compile(r"^\.(?P<name>.+)\.partial-(?P<pid>\d+)-[0-9a-f]{8}$")
+_STAGED = re.compile(r"^\.(?P<name>.+)\.partial-(?P<pid>\d+)-[0-9a-z_]{8}$")
 
 
 class OutputError(AlbertError):
     """An output cannot be written (read-only or full disk, a file where a directory must be)."""
 
 
+def _tf():
+    """TensorFlow, imported on first use: the tools that only write records and text need no eager import."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf
+
+
+def _gfile():
+    return _tf().io.gfile
+
+
 def is_remote(path):
     return "://" in str(path)
+
+
+def _makedirs(path):
+    """`makedirs` without importing TensorFlow for a local path (the data tools then need no TF at all)."""
+    if is_remote(path):
+        _gfile().makedirs(path)
+    else:
+        os.makedirs(path, exist_ok=True)
 
 
 def _split(path):
@@ -56,13 +73,36 @@ def sidecar_dir(directory):
     return join(parent, f".{name}{SIDECAR_SUFFIX}")
 
 
-def staging_path(path):
-    """A fresh temporary name for `path`, in the sidecar of its directory."""
-    directory, name = _split(path)
-    sidecar = sidecar_dir(directory)
-    tf.io.gfile.makedirs(sidecar)
-    join = posixpath.join if is_remote(path) else os.path.join
-    return join(sidecar, f".{name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+def _staging_name(path):
+    parent, name = _split(path)
+    sidecar = sidecar_dir(parent)
+    if is_remote(path):
+        _gfile().makedirs(sidecar)
+        return posixpath.join(sidecar, f".{name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    os.makedirs(sidecar, exist_ok=True)
+    return os.path.join(sidecar, f".{name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def staging_path(path, directory=False):
+    """A fresh temporary file (or, with `directory`, directory) for `path`, created empty in the sidecar of its
+    directory. Another run that just emptied the sidecar may remove it at any moment (see `_remove_empty_sidecar`):
+    creation is retried until the temporary exists, which keeps the sidecar."""
+    while True:
+        tmp = _staging_name(path)
+        try:
+            if is_remote(path):
+                if directory:
+                    _gfile().makedirs(tmp)
+                else:
+                    with _gfile().GFile(tmp, "w"):
+                        pass
+            elif directory:
+                os.mkdir(tmp)
+            else:
+                os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            return tmp
+        except FileNotFoundError:
+            continue
 
 
 def _describe(err):
@@ -73,11 +113,11 @@ def _describe(err):
 
 def _remove_quietly(path):
     try:
-        if tf.io.gfile.isdir(path):
-            tf.io.gfile.rmtree(path)
-        elif tf.io.gfile.exists(path):
-            tf.io.gfile.remove(path)
-    except (OSError, tf.errors.OpError):
+        if _gfile().isdir(path):
+            _gfile().rmtree(path)
+        elif _gfile().exists(path):
+            _gfile().remove(path)
+    except (OSError, _tf().errors.OpError):
         pass
 
 
@@ -88,8 +128,9 @@ def _remove_empty_sidecar(path):
 
 
 @contextlib.contextmanager
-def atomic_path(path, what=None, replace_directory_ok=False):
-    """Yields a temporary path to write `path` through; renames it into place when the block succeeds.
+def atomic_path(path, what=None, directory=False, replace_directory_ok=False):
+    """Yields a temporary path (an empty file, or with `directory` an empty directory) to write `path` through;
+    renames it into place when the block succeeds.
 
     A directory written there replaces an existing `path` only with `replace_directory_ok`.
 
@@ -97,19 +138,19 @@ def atomic_path(path, what=None, replace_directory_ok=False):
     re-raised as `OutputError` naming `path` (or `what`, e.g. "--output_file /x/y"), not the temporary.
     """
     try:
-        tf.io.gfile.makedirs(_split(path)[0])
-        tmp = staging_path(path)
-    except (OSError, tf.errors.OpError) as err:
+        _gfile().makedirs(_split(path)[0])
+        tmp = staging_path(path, directory)
+    except (OSError, _tf().errors.OpError) as err:
         raise OutputError(f"cannot write {what or path}: {_describe(err)}") from None
     try:
         yield tmp
-        if tf.io.gfile.isdir(tmp) and tf.io.gfile.exists(path):
+        if _gfile().isdir(tmp) and _gfile().exists(path):
             if not replace_directory_ok:
                 raise OutputError(f"cannot write {what or path}: it exists already")
             replace_directory(tmp, path)
         else:
-            tf.io.gfile.rename(tmp, path, overwrite=True)
-    except (OSError, tf.errors.OpError) as err:
+            _gfile().rename(tmp, path, overwrite=True)
+    except (OSError, _tf().errors.OpError) as err:
         _remove_quietly(tmp)
         raise OutputError(f"cannot write {what or path}: {_describe(err)}") from None
     except BaseException:
@@ -123,7 +164,7 @@ def atomic_path(path, what=None, replace_directory_ok=False):
 def atomic_write(path, mode="w", what=None):
     """Yields a file object writing `path` atomically (see `atomic_path`)."""
     with atomic_path(path, what) as tmp:
-        with tf.io.gfile.GFile(tmp, mode) as f:
+        with _gfile().GFile(tmp, mode) as f:
             yield f
 
 
@@ -146,7 +187,7 @@ def write_results(path, results, what=None):
 def file_sha256(path):
     """Hex sha256 of a file's bytes, read in 1 MiB blocks (remote paths too)."""
     digest = hashlib.sha256()
-    with tf.io.gfile.GFile(path, "rb") as f:
+    with _gfile().GFile(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -174,10 +215,10 @@ def remove_stale_partials(directory):
 def remove_stale_checkpoint_temps(directory):
     """Removes the `<prefix>_temp` directories TF leaves when a run is killed while saving a checkpoint
     (call it only while holding the directory's lock). Returns their names."""
-    if not tf.io.gfile.isdir(directory):
+    if not _gfile().isdir(directory):
         return []
     removed = []
-    for name in tf.io.gfile.listdir(directory):
+    for name in _gfile().listdir(directory):
         name = name.rstrip("/")
         if re.fullmatch(r"ckpt-\d+_temp", name) or re.fullmatch(r"ckpt-\d+_temp_[0-9a-f]+", name):
             _remove_quietly(os.path.join(directory, name) if not is_remote(directory)
@@ -280,12 +321,12 @@ class DirectoryLock:
 def replace_directory(source, target):
     """Moves the finished directory `source` to `target`, replacing this program's earlier `target` (moved
     into the sidecar first, then removed), so `target` is always either the old or the new one."""
-    if not tf.io.gfile.exists(target):
-        tf.io.gfile.rename(source, target)
+    if not _gfile().exists(target):
+        _gfile().rename(source, target)
         return target
-    old = staging_path(target)
-    tf.io.gfile.rename(target, old)
-    tf.io.gfile.rename(source, target)
+    old = _staging_name(target)
+    _gfile().rename(target, old)
+    _gfile().rename(source, target)
     _remove_quietly(old)
     _remove_empty_sidecar(old)
     return target
@@ -293,13 +334,13 @@ def replace_directory(source, target):
 
 def copy_files(sources, directory):
     """Copies files into `directory` (created if needed), each atomically; returns the new paths."""
-    tf.io.gfile.makedirs(directory)
+    _gfile().makedirs(directory)
     copied = []
     for source in sources:
         target = os.path.join(directory, os.path.basename(source))
         with atomic_path(target) as tmp:
             if is_remote(source) or is_remote(tmp):
-                tf.io.gfile.copy(source, tmp, overwrite=True)
+                _gfile().copy(source, tmp, overwrite=True)
             else:
                 shutil.copyfile(source, tmp)
         copied.append(target)

@@ -30,10 +30,11 @@ def export_encoder(model, export_dir, tokenizer_file=None, do_lower_case=True, o
     module = tf.Module()
     module.model = model
     max_positions = encoder.config.max_position_embeddings
+    vocab_size = encoder.config.vocab_size
 
     @tf.function(input_signature=[ids_spec("input_ids"), ids_spec("input_mask"), ids_spec("segment_ids")])
     def serve(input_ids, input_mask, segment_ids):
-        with tf.control_dependencies([length_check(input_ids, max_positions)]):
+        with tf.control_dependencies([length_check(input_ids, max_positions, vocab_size=vocab_size)]):
             outputs = encoder({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
                               training=False)
         return {"sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
@@ -45,14 +46,14 @@ def export_encoder(model, export_dir, tokenizer_file=None, do_lower_case=True, o
         @tf.function(input_signature=[ids_spec("input_ids"), ids_spec("input_mask"), ids_spec("segment_ids"),
                                       ids_spec("masked_lm_positions")])
         def mlm(input_ids, input_mask, segment_ids, masked_lm_positions):
-            with tf.control_dependencies([length_check(input_ids, max_positions)]):
+            with tf.control_dependencies([length_check(input_ids, max_positions, vocab_size=vocab_size)]):
                 outputs = model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
                                  "masked_lm_positions": masked_lm_positions}, training=False)
             return {"mlm_logits": outputs["mlm_logits"]}
 
         @tf.function(input_signature=[ids_spec("input_ids"), ids_spec("input_mask"), ids_spec("segment_ids")])
         def sop(input_ids, input_mask, segment_ids):
-            with tf.control_dependencies([length_check(input_ids, max_positions)]):
+            with tf.control_dependencies([length_check(input_ids, max_positions, vocab_size=vocab_size)]):
                 outputs = encoder({"input_ids": input_ids, "input_mask": input_mask,
                                    "segment_ids": segment_ids}, training=False)
             logits = tf.cast(model.seq_relationship(outputs["pooled_output"]), tf.float32)

@@ -20,6 +20,7 @@ Only `tensorflow` and `tensorflow_text` (for the text signatures' ops) are neede
 """
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -29,6 +30,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import fileio
 from albert_tf.errors import AlbertError
 
 try:  # registers the ops of the in-graph tokenizer; models on ids need only tensorflow
@@ -139,6 +141,17 @@ def _to_json(value):
     return value
 
 
+def refusal(error):
+    """The first line of the message of an export's check (e.g. "sequence length exceeds
+    max_position_embeddings (128)"), without TF's graph context."""
+    message = error.message
+    for marker in ("sequence length exceeds", "input_ids outside the vocabulary"):
+        if marker in message:
+            found = message[message.index(marker):]
+            return found[:found.index(")") + 1] if ")" in found else found.split("\n")[0]
+    return next((line for line in message.splitlines() if line.strip() and "Graph execution" not in line), message)
+
+
 class Predictor:
     """Runs an export on batches of texts: `predict(texts_a, texts_b=None)` -> {output: array [batch, ...]}.
 
@@ -174,10 +187,13 @@ class Predictor:
         columns = [texts_a] if texts_b is None else [texts_a, texts_b]
         inputs = {name: tf.constant([t.encode("utf-8") if isinstance(t, str) else t for t in column], tf.string)
                   for name, column in zip(names, columns)}
-        result = fn(**inputs)
-        if self.encoder is not None:
-            ids = {k: result[k] for k in ("input_ids", "input_mask", "segment_ids")}
-            result = self.encoder.signatures["serving_default"](**ids)
+        try:
+            result = fn(**inputs)
+            if self.encoder is not None:
+                ids = {k: result[k] for k in ("input_ids", "input_mask", "segment_ids")}
+                result = self.encoder.signatures["serving_default"](**ids)
+        except tf.errors.InvalidArgumentError as err:  # the export's own checks: length, vocabulary
+            raise PredictError(refusal(err)) from None
         keep = self.outputs or sorted(result)
         unknown = [k for k in keep if k not in result]
         if unknown:
@@ -214,14 +230,9 @@ def predict_file(export_dir, input_file, output_file, encoder_dir=None, batch_si
                          rate)
 
     progress = progress or default_progress
-    out = sys.stdout if output_file == "-" else None
-    tmp = None
-    if out is None:
-        directory = os.path.dirname(os.path.abspath(output_file))
-        os.makedirs(directory, exist_ok=True)
-        tmp = f"{output_file}.tmp-{os.getpid()}"
-        out = open(tmp, "w", encoding="utf-8")  # pylint: disable=consider-using-with
-    try:
+    with contextlib.ExitStack() as stack:
+        out = sys.stdout if output_file == "-" else stack.enter_context(
+            fileio.atomic_write(output_file, what=f"--output_file {output_file}"))
         for begin in range(0, total, batch_size):
             batch = examples[begin:begin + batch_size]
             texts_a = [e[0] for e in batch]
@@ -234,15 +245,6 @@ def predict_file(export_dir, input_file, output_file, encoder_dir=None, batch_si
                     record[name] = _to_json(value[i])
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
             progress(min(begin + batch_size, total), total)
-    except BaseException:
-        if tmp:
-            out.close()
-            os.remove(tmp)
-        raise
-    if tmp:
-        out.close()
-        os.replace(tmp, output_file)
-    else:
         out.flush()
     seconds = time.time() - start
     return {"examples": total, "seconds": seconds, "examples_per_second": total / max(seconds, 1e-9),
@@ -361,7 +363,10 @@ class ServingSession:
                 raise RestError(f"input {name!r} is {value.dtype}; the signature takes {expected.name}")
             feed_dict[tensor] = value
         fetches = {name: signature.outputs[name].name for name in sorted(signature.outputs)}
-        return self.session.run(fetches, feed_dict)
+        try:
+            return self.session.run(fetches, feed_dict)
+        except tf.errors.InvalidArgumentError as err:  # the export's own checks: length, vocabulary
+            raise RestError(refusal(err)) from None
 
     def predict(self, body):
         if isinstance(body, (str, bytes)):

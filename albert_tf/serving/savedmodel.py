@@ -120,7 +120,8 @@ def save_module(module, export_dir, signatures, overwrite=False):
     """`tf.saved_model.save` of `module` (through `serving_root`) into `export_dir`, staged and renamed into
     place when complete; an existing export is replaced only with `overwrite`."""
     check_export_dir(export_dir, overwrite)
-    with fileio.atomic_path(export_dir, f"export directory {export_dir}", replace_directory_ok=True) as tmp:
+    with fileio.atomic_path(export_dir, f"export directory {export_dir}", directory=True,
+                           replace_directory_ok=True) as tmp:
         tf.saved_model.save(serving_root(module), tmp, signatures=signatures)
     return export_dir
 
@@ -141,10 +142,18 @@ def attach_tokenizer(module, tokenizer_file, do_lower_case):
     return tokenization_info
 
 
-def length_check(input_ids, max_positions, axis=1):
-    return tf.debugging.assert_less_equal(
+def length_check(input_ids, max_positions, axis=1, vocab_size=None):
+    """Asserts that the sequences fit the position embeddings ("sequence length exceeds max_position_embeddings")
+    and, with `vocab_size`, that every id is in the vocabulary ("input_ids outside the vocabulary")."""
+    check = tf.debugging.assert_less_equal(
         tf.shape(input_ids)[axis], max_positions,
         message=f"sequence length exceeds max_position_embeddings ({max_positions})")
+    if vocab_size is None:
+        return check
+    with tf.control_dependencies([check]):
+        return tf.debugging.assert_equal(
+            tf.reduce_all((input_ids >= 0) & (input_ids < vocab_size)), True,
+            message=f"input_ids outside the vocabulary [0, {vocab_size})")
 
 
 def saved_model_size(export_dir):

@@ -143,7 +143,8 @@ def export(export_type, export_dir, overwrite=False, albert_config_file=None, in
                                          end_n_top=end_n_top)
             head = tflite_model
             log(f"Loaded {result}")
-        with fileio.atomic_path(export_dir, f"--export_dir {export_dir}", replace_directory_ok=True) as tmp_dir:
+        with fileio.atomic_path(export_dir, f"--export_dir {export_dir}", directory=True,
+                                replace_directory_ok=True) as tmp_dir:
             tf.io.gfile.makedirs(tmp_dir)
             info = export_tflite(source, os.path.join(tmp_dir, "model.tflite"), quantize=quantize,
                                  seq_length=seq_length)

@@ -41,7 +41,7 @@ def copy_checkpoint(prefix, output_dir, step):
     previous best atomically. Returns the new prefix."""
     target = os.path.join(output_dir, BEST_DIR)
     name = f"ckpt-{step}"
-    with fileio.atomic_path(target, replace_directory_ok=True) as tmp:
+    with fileio.atomic_path(target, directory=True, replace_directory_ok=True) as tmp:
         tf.io.gfile.makedirs(tmp)
         for source in tf.io.gfile.glob(prefix + ".*"):
             tf.io.gfile.copy(source, os.path.join(tmp, name + source[len(prefix):]), overwrite=True)

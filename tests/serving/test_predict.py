@@ -208,3 +208,23 @@ def test_classifier_export_and_predict_clis(tmp_path, tokenizer):
         pair = session.predict({"signature_name": "text_pair",
                                 "instances": [{"text_a": PAIRS[0][0], "text_b": PAIRS[0][1]}]})["predictions"][0]
         assert pair["labels"] in ("neg", "pos") and pair["predictions"] in (0, 1)
+
+
+def test_a_too_long_sequence_or_an_unknown_id_is_one_line(pair_exports, tmp_path):
+    """The export's own checks reach the user as one line: in-process (RestError) and from `predict.py`."""
+    encoder = pair_exports["encoder"]
+    with predict.ServingSession(encoder) as session:
+        ids = np.full((1, 4), 2, np.int32)
+        ids[0, 2] = 30000  # one past the vocabulary
+        with pytest.raises(predict.RestError, match=r"^input_ids outside the vocabulary \[0, 30000\)$"):
+            session.run(None, {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)})
+    length = 129  # max_position_embeddings of the tiny config is 128
+    body = {"instances": [{"input_ids": [2] * length, "input_mask": [1] * length, "segment_ids": [0] * length}]}
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps(body), encoding="utf-8")
+    done = subprocess.run([sys.executable, os.path.join(REPO, "predict.py"), f"--export_dir={encoder}",
+                           f"--request_json={request}"], capture_output=True, text=True, env=ENV, timeout=600,
+                          cwd=REPO)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == \
+        "predict.py: error: sequence length exceeds max_position_embeddings (128)"
