@@ -1,9 +1,9 @@
 """`run_pretraining.py` of a checkout; installed, the same command is `albert-run-pretraining`.
 
-Its flags and `main` are in `albert_tf/scripts/run_pretraining.py`; `--help` lists them.
+Its usage, flags and `main` are in `albert_tf/scripts/run_pretraining.py`; `--help` lists them.
 """
 
-from albert_tf.scripts.run_pretraining import __doc__, run  # noqa: F401  (the script's usage is this module's docstring)
+from albert_tf.scripts.run_pretraining import run
 
 if __name__ == "__main__":
     run()

@@ -124,6 +124,9 @@ def _guarded(main):
     return guarded_main
 
 
-def run(main):
-    """`absl.app.run(main)` with the error handling described in the module docstring."""
+def run(main, usage=None):
+    """`absl.app.run(main)` with the error handling described in the module docstring; `usage` (the script's
+    docstring) is what `--help` prints, also when the script runs as an installed console command."""
+    if usage:
+        sys.modules["__main__"].__doc__ = usage
     app.run(_guarded(main))

@@ -89,6 +89,9 @@ def main(argv):
     from albert_tf.tasks.race import RaceParams, run_race
 
     demo = not FLAGS.data_dir
+    if demo and not os.path.isdir(DATA):
+        raise cli.UsageError(f"the embedded demo needs the data/ folder of a checkout of this repository ({DATA} "
+                             "is missing); run it from a clone, or give your own data flags")
     defaults = DEMO if demo else {}
     if demo:
         print("No --data_dir: running the embedded demo (tiny ALBERT on the RACE sample in data/race).")
@@ -129,7 +132,7 @@ def main(argv):
 
 def run():
     """The console command: `main` under `albert_tf.cli.run`."""
-    cli.run(main)
+    cli.run(main, __doc__)
 
 
 if __name__ == "__main__":

@@ -136,7 +136,7 @@ def main(argv):
 
 def run():
     """The console command: `main` under `albert_tf.cli.run`."""
-    cli.run(main)
+    cli.run(main, __doc__)
 
 
 if __name__ == "__main__":

@@ -105,6 +105,7 @@ class SquadTask(TaskBase):
         self.train = None
         self.predict_set = None
         self.gold = None
+        self.threshold = None  # v2.0: the null threshold the last prediction used (served by the export)
 
     def check(self, params, strategy):
         if not (params.do_train or params.do_predict or params.export_dir):
@@ -243,7 +244,7 @@ class SquadTask(TaskBase):
         if all(os.path.exists(path) for path in existing.values()):
             logging.warning("%s exist (exports of step %s): kept as they are", ", ".join(existing.values()), step)
             return existing
-        threshold = getattr(self, "threshold", params.null_score_diff_threshold)
+        threshold = self.threshold if self.threshold is not None else params.null_score_diff_threshold
         return export_squad_model(model, base, spm_model_file=params.spm_model_file,
                                   do_lower_case=params.do_lower_case, max_seq_length=params.max_seq_length,
                                   max_query_length=params.max_query_length,

@@ -1,0 +1,84 @@
+"""What every script does the same way: bad flags and bad files as one line (exit status 2 and 1), SIGTERM handled
+like Ctrl-C (no partial output, no worker left running)."""
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import DATA_DIR, REPO, SPM, subprocess_env
+
+BAD_FLAG_RUNS = {
+    "run_pretraining.py": ["--albert_config_file=data/albert_config_tiny.json", "--input_file=x"],
+    "run_classifier.py": ["--task_name=sst-2", "--output_dir=/tmp/x"],
+    "run_squad.py": ["--albert_config_file=x.json", "--output_dir=/tmp/x"],
+    "run_race.py": ["--task_name=squad", "--data_dir=/tmp"],
+    "export_model.py": ["--export_type=onnx"],
+    "predict.py": ["--export_dir=/tmp/x"],
+    "create_pretraining_data.py": ["--output_file=/tmp/x.tfrecord"],
+}
+
+
+def _run(script, args, timeout=300):
+    return subprocess.run([sys.executable, os.path.join(REPO, script), *args], cwd=REPO, env=subprocess_env(),
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(BAD_FLAG_RUNS))
+def test_a_usage_error_is_one_line_with_status_2(script):
+    result = _run(script, BAD_FLAG_RUNS[script])
+    assert result.returncode == 2, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"{script}: error: ") and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_a_missing_input_file_is_one_line_with_status_1(tmp_path):
+    result = _run("create_pretraining_data.py", [f"--input_file={tmp_path / 'missing.txt'}",
+                                                 f"--output_file={tmp_path / 'out.tfrecord'}", f"--spm_model_file={SPM}"])
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == \
+        f"create_pretraining_data.py: error: no input files matched '{tmp_path / 'missing.txt'}'"
+    assert os.listdir(tmp_path) == []
+
+
+def _children(pid):
+    found = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = open(stat).read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.split("/")[2]))
+    return found
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_workers_and_leaves_no_partial_output(tmp_path):
+    out = tmp_path / "records"
+    process = subprocess.Popen(
+        [sys.executable, os.path.join(REPO, "create_pretraining_data.py"),
+         f"--input_file={os.path.join(DATA_DIR, 'corpus', 'gutenberg-*.txt')}", f"--output_dir={out}",
+         "--num_output_shards=2", f"--spm_model_file={SPM}", "--max_seq_length=128", "--dupe_factor=40",
+         "--num_workers=2", "--shard_size_mb=0.05"],
+        cwd=REPO, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while len(_children(process.pid)) < 2:  # the worker processes are up
+        assert process.poll() is None, process.stderr.read()[-3000:]
+        assert time.time() < deadline
+        time.sleep(0.2)
+    time.sleep(2.0)
+    workers = _children(process.pid)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-3000:]
+    assert "interrupted; nothing partial was left behind" in stderr.strip().splitlines()[-1]
+    assert not glob.glob(str(out / "*")) and not os.path.exists(str(tmp_path / ".records.albert_tf"))
+    time.sleep(1.0)
+    assert not [pid for pid in workers if os.path.exists(f"/proc/{pid}")]
