@@ -132,7 +132,7 @@ def _decode_batch(serialized, max_seq_length, max_predictions_per_seq):
 
 
 def pretraining_dataset(file_patterns, max_seq_length, max_predictions_per_seq, batch_size, is_training, seed=None,
-                        input_context=None, num_cpu_threads=4, skip_batches=0):
+                        input_context=None, num_cpu_threads=4, skip_batches=0, masking=None):
     """A `tf.data.Dataset` of pretraining batches.
 
     Args:
@@ -151,6 +151,9 @@ def pretraining_dataset(file_patterns, max_seq_length, max_predictions_per_seq, 
         (or of the records, when there are fewer files than pipelines).
       num_cpu_threads: files read in parallel and parsing parallelism.
       skip_batches: batches to skip at the start (a resumed run), before they are parsed.
+      masking: optional `albert_tf.data.masking.MaskingConfig` (training with a seed only): the stored masks are
+        ignored and new ones drawn on every pass, a pure function of (masking seed, file index among all the
+        files, record index in its file, pass number). The record order is the same as without it.
 
     Returns:
       Batches (always `drop_remainder=True`, as TPUs need static shapes) of dicts: int32 [batch, max_seq_length]
@@ -163,6 +166,11 @@ def pretraining_dataset(file_patterns, max_seq_length, max_predictions_per_seq, 
     """
     files = expand_file_patterns(file_patterns)
     check_record_lengths(files[:MAX_FILES_CHECKED], max_seq_length, max_predictions_per_seq)
+    if masking is not None and (not is_training or seed is None):
+        raise ValueError("online masking is for training with a seed (evaluation reads the stored masks)")
+    if masking is not None and len(files) > 1 << 22:  # the bound of `masking.record_draws`' keys
+        raise DataError(f"online masking keys records by file index: at most {1 << 22} files, got {len(files)}")
+    file_ids = list(range(len(files)))  # positions among all the files: online masking keys records by them
     autotune = tf.data.AUTOTUNE
     decode = lambda s: _decode_batch(s, max_seq_length, max_predictions_per_seq)  # noqa: E731
     # Each input pipeline reads its own files, or (fewer files than pipelines) every n-th record of all files.
@@ -170,7 +178,7 @@ def pretraining_dataset(file_patterns, max_seq_length, max_predictions_per_seq, 
     if input_context is not None and input_context.num_input_pipelines > 1:
         pipelines, index = input_context.num_input_pipelines, input_context.input_pipeline_id
         if len(files) >= pipelines:
-            files = files[index::pipelines]
+            files, file_ids = files[index::pipelines], file_ids[index::pipelines]
         else:
             shard_records = True
     if not is_training:
@@ -192,10 +200,17 @@ def pretraining_dataset(file_patterns, max_seq_length, max_predictions_per_seq, 
     else:
         def one_pass(n):
             key = tf.stack([tf.constant(seed, tf.int64), n])
-            return tf.data.Dataset.from_tensor_slices(tf.random.experimental.stateless_shuffle(file_names, key))
+            if masking is None:
+                return tf.data.Dataset.from_tensor_slices(tf.random.experimental.stateless_shuffle(file_names, key))
+            # The same permutation as shuffling the names (the shuffle depends on the key and length only).
+            order = tf.random.experimental.stateless_shuffle(tf.range(len(files), dtype=tf.int64), key)
+            return tf.data.Dataset.from_tensor_slices((tf.gather(file_names, order),
+                                                       tf.gather(tf.constant(file_ids, tf.int64), order),
+                                                       tf.fill(tf.shape(order), n)))
 
         dataset = tf.data.Dataset.counter().flat_map(one_pass)
-    dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=max(1, min(num_cpu_threads, len(files))),
+    dataset = dataset.interleave(_tagged_records if masking is not None else tf.data.TFRecordDataset,
+                                 cycle_length=max(1, min(num_cpu_threads, len(files))),
                                  num_parallel_calls=autotune, deterministic=deterministic)
     if shard_records:
         dataset = dataset.shard(pipelines, index)
@@ -206,8 +221,22 @@ def pretraining_dataset(file_patterns, max_seq_length, max_predictions_per_seq, 
     dataset = dataset.batch(batch_size, drop_remainder=True)
     if skip_batches:
         dataset = dataset.skip(skip_batches)
-    dataset = dataset.map(decode, num_parallel_calls=num_cpu_threads, deterministic=deterministic)
+    if masking is None:
+        dataset = dataset.map(decode, num_parallel_calls=num_cpu_threads, deterministic=deterministic)
+    else:
+        from albert_tf.data import masking as online  # pylint: disable=import-outside-toplevel
+
+        # Masking is the pipeline's heaviest step: as many parallel calls as the host's cores allow (the order
+        # stays deterministic, and each record's mask is its own).
+        dataset = dataset.map(lambda s, f, r, n: online.mask_batch(decode(s), f, r, n, masking),
+                              num_parallel_calls=autotune, deterministic=True)
     return dataset.prefetch(autotune)
+
+
+def _tagged_records(path, file_index, pass_index):
+    """A file's records as (serialized, file index, record index in the file, pass number)."""
+    return tf.data.Dataset.zip(tf.data.TFRecordDataset(path), tf.data.Dataset.from_tensors(file_index).repeat(),
+                               tf.data.Dataset.counter(), tf.data.Dataset.from_tensors(pass_index).repeat())
 
 
 def shuffled_passes(records, seed, shuffle_buffer):

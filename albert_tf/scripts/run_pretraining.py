@@ -44,15 +44,25 @@ flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.")
 flags.DEFINE_integer("iterations_per_loop", 1000, "Steps run per call into the device (Keras steps_per_execution).")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
 flags.DEFINE_bool("init_from_group0", False, "Initialise every group from group_0 of --init_checkpoint.")
-flags.DEFINE_float("masked_lm_budget", 0.0, "Online masking: with a value > 0, the records' stored masks are "
-                                            "ignored and new n-gram masks are drawn in the input pipeline on every "
-                                            "pass (see the README).")
+flags.DEFINE_float("masked_lm_budget", 0.0, "Online masking: with a value in (0, 1], the records' stored masks "
+                                            "are ignored and new n-gram masks are drawn in the input pipeline on "
+                                            "every pass, masking this fraction of each sequence's tokens (as "
+                                            "create_pretraining_data's --masked_lm_prob; at most "
+                                            "--max_predictions_per_seq). Needs --spm_model_file or --vocab_file. "
+                                            "0: the stored masks. Evaluation always uses the stored masks.")
+# Online masking only, with create_pretraining_data.py's names and defaults.
+flags.DEFINE_integer("ngram", 3, "Online masking: maximum n-gram length (in words) to mask.")
+flags.DEFINE_bool("favor_shorter_ngram", True, "Online masking: p(n) proportional to 1/n (else reversed).")
+flags.DEFINE_bool("do_whole_word_mask", True, "Online masking: mask whole words (from the records' token_boundary) "
+                                              "rather than single pieces.")
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModel at the end, as <export_dir>/<global_step>/ "
                                         "(default after training: <output_dir>/saved_model).")
-flags.DEFINE_string("spm_model_file", None, "SentencePiece model, attached to the export (tokenization_info).")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary, attached to the export when no spm model.")
+flags.DEFINE_string("spm_model_file", None, "SentencePiece model, attached to the export (tokenization_info); "
+                                            "online masking takes its [MASK] id and vocabulary.")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary, attached to the export (and used by online "
+                                        "masking) when no spm model.")
 flags.DEFINE_bool("do_lower_case", True, "Recorded in the export's tokenization_info.")
-flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation and of the input order.")
+flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, of the input order and of online masks.")
 flags.DEFINE_integer("num_workers", 2, "Demo only: processes that build the demo's pretraining records.")
 cli.define_tpu_flags()
 cli.define_runtime_flags()
@@ -108,6 +118,9 @@ def main(argv):
     from albert_tf.train import runner
 
     demo = not FLAGS.input_file
+    if demo and not os.path.isdir(DATA):
+        raise cli.UsageError(f"the embedded demo needs the data/ folder of a checkout of this repository ({DATA} "
+                             "is missing); run it from a clone, or give your own data flags")
     defaults = dict(DEMO) if demo else {}
     if demo and FLAGS.vocab_file and not FLAGS["spm_model_file"].present:
         defaults.pop("spm_model_file")  # a WordPiece vocabulary given for the demo replaces the SentencePiece model
@@ -146,7 +159,7 @@ def main(argv):
 
 def run():
     """The console command: `main` under `albert_tf.cli.run`."""
-    cli.run(main)
+    cli.run(main, __doc__)
 
 
 if __name__ == "__main__":

@@ -1,29 +1,8 @@
-"""What the four tasks share: the schedule tuple the runner asks for, the tokenizer, and naming a bad record file."""
-
-import dataclasses
+"""What the four tasks share: defaults of the runner's Task methods, the tokenizer, and naming a bad record file."""
 
 from albert_tf.data import records
 from albert_tf.errors import DataError, UsageError
 from albert_tf.text.tokenization import FullTokenizer
-
-
-@dataclasses.dataclass(frozen=True)
-class Schedule:
-    """How long and how a task trains (the runner unpacks it in this order)."""
-
-    num_train_steps: int
-    num_warmup_steps: int
-    start_warmup_step: int
-    poly_power: float
-    optimizer: str
-    learning_rate: float
-    save_checkpoints_steps: int
-    keep_checkpoint_max: int
-    iterations_per_loop: int
-    train_batch_size: int
-
-    def __iter__(self):
-        return iter(dataclasses.astuple(self))
 
 
 class TaskBase:

@@ -31,10 +31,10 @@ from albert_tf.errors import RunError, UsageError
 from albert_tf.evaluation import glue as glue_metrics
 from albert_tf.model import AlbertClassifier, dummy_inputs
 from albert_tf.serving.classifier import export_classifier
-from albert_tf.tasks.base import Schedule, TaskBase
+from albert_tf.tasks.base import TaskBase
 from albert_tf.train import runner
 from albert_tf.train.predict import predict_in_order
-from albert_tf.train.runner import RuntimeParams
+from albert_tf.train.runner import RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
 
 TASK_JSON = "task.json"

@@ -5,6 +5,10 @@ What differs from the other tasks: the records are read as they are (`records.pr
 sharded per input pipeline), there is no metric to pick a best checkpoint (the original evaluates the final
 weights once, `max_eval_steps` batches of `eval_input_file`, else `input_file`), and the export is the encoder
 with its `mlm` and `sop` signatures.
+
+With `masked_lm_budget` > 0, training draws new n-gram masks on every pass (`albert_tf.data.masking`, with
+`ngram`, `favor_shorter_ngram`, `do_whole_word_mask` as `create_pretraining_data.py` and the tokenizer's [MASK]
+id and vocabulary); evaluation keeps the records' stored masks, so its results stay comparable between runs.
 """
 
 import dataclasses
@@ -13,14 +17,14 @@ import logging
 import keras
 
 from albert_tf.config import AlbertConfig
-from albert_tf.data import records
+from albert_tf.data import masking, records
 from albert_tf.errors import DataError, UsageError
 from albert_tf.model import AlbertForPretraining, dummy_inputs
 from albert_tf.serving.encoder import export_encoder
-from albert_tf.tasks.base import Schedule, TaskBase
+from albert_tf.tasks.base import TaskBase
 from albert_tf.text.tokenization import FullTokenizer, TokenizerError
 from albert_tf.train import runner
-from albert_tf.train.runner import RuntimeParams
+from albert_tf.train.runner import RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
 
 
@@ -57,6 +61,9 @@ class PretrainingParams(RuntimeParams):
     max_eval_steps: int = 100
     init_from_group0: bool = False
     masked_lm_budget: float = 0.0
+    ngram: int = 3
+    favor_shorter_ngram: bool = True
+    do_whole_word_mask: bool = True
     export_dir: str = None
     spm_model_file: str = None
     vocab_file: str = None
@@ -85,6 +92,8 @@ class PretrainingTask(TaskBase):
             records.check_record_lengths(files[:records.MAX_FILES_CHECKED], params.max_seq_length,
                                          params.max_predictions_per_seq)
         self.tokenizer_file(params)
+        if params.masked_lm_budget:
+            self.masking(params)
 
     def tokenizer_file(self, params):
         """The tokenizer file attached to the export (checked to load and to fit the embedding table)."""
@@ -120,11 +129,27 @@ class PretrainingTask(TaskBase):
     def train_files(self, params):
         return records.expand_file_patterns(params.input_file)
 
+    def masking(self, params):
+        """The online masking config of `--masked_lm_budget` > 0 (None at 0), from the run's tokenizer."""
+        if not params.masked_lm_budget:
+            return None
+        masking.check_budget(params.masked_lm_budget)
+        if not (params.spm_model_file or params.vocab_file):
+            raise UsageError("--masked_lm_budget > 0 (online masking) needs the records' tokenizer for the [MASK] "
+                             "id and the vocabulary of random replacements: give --spm_model_file (or --vocab_file "
+                             "for WordPiece models)")
+        tokenizer = self.tokenizer(params)
+        return masking.MaskingConfig.from_tokenizer(
+            tokenizer, params.masked_lm_budget, params.max_predictions_per_seq, ngram=params.ngram,
+            favor_shorter_ngram=params.favor_shorter_ngram, do_whole_word_mask=params.do_whole_word_mask,
+            seed=params.random_seed)
+
     def train_dataset(self, params, input_context, skip_batches):
         return records.pretraining_dataset(
             params.input_file, params.max_seq_length, params.max_predictions_per_seq,
             input_context.get_per_replica_batch_size(params.train_batch_size), is_training=True,
-            seed=params.random_seed, input_context=input_context, skip_batches=skip_batches)
+            seed=params.random_seed, input_context=input_context, skip_batches=skip_batches,
+            masking=self.masking(params))
 
     def has_dev(self, params):
         return params.do_eval

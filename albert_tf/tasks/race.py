@@ -23,10 +23,10 @@ from albert_tf.errors import DataError, UsageError
 from albert_tf.evaluation import race as race_metrics
 from albert_tf.model import AlbertForMultipleChoice
 from albert_tf.serving.race import export_race_model
-from albert_tf.tasks.base import Schedule, TaskBase
+from albert_tf.tasks.base import TaskBase
 from albert_tf.train import runner
 from albert_tf.train.predict import predict_in_order
-from albert_tf.train.runner import RuntimeParams
+from albert_tf.train.runner import RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")

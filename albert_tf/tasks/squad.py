@@ -28,11 +28,11 @@ from albert_tf.evaluation import squad as squad_evaluation
 from albert_tf.evaluation import squad_postprocessing as post
 from albert_tf.model import AlbertForSquad, dummy_inputs
 from albert_tf.serving.squad import export_squad_model
-from albert_tf.tasks.base import Schedule, TaskBase
+from albert_tf.tasks.base import TaskBase
 from albert_tf.text.tokenization import FullTokenizer
 from albert_tf.train import runner
 from albert_tf.train.predict import predict_in_order
-from albert_tf.train.runner import RuntimeParams
+from albert_tf.train.runner import RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids", "p_mask")

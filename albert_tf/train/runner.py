@@ -64,6 +64,22 @@ class RuntimeParams:
     log_every: int = 100
 
 
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """How long and how a task trains (what `Task.train_schedule` returns)."""
+
+    num_train_steps: int
+    num_warmup_steps: int
+    start_warmup_step: int
+    poly_power: float
+    optimizer: str
+    learning_rate: float
+    save_checkpoints_steps: int
+    keep_checkpoint_max: int
+    iterations_per_loop: int
+    train_batch_size: int
+
+
 class Task(Protocol):
     """What a task declares; the runner does the rest. `params` is the task's own params dataclass (a
     `RuntimeParams` with `albert_config`, `output_dir`, `init_checkpoint`, `do_train`, `export_dir`, ...)."""
@@ -77,8 +93,7 @@ class Task(Protocol):
         """The result that picks the best checkpoint, or None (evaluate once, at the end)."""
 
     def train_schedule(self, params):
-        """(num_train_steps, num_warmup_steps, start_warmup_step, poly_power, optimizer name, learning_rate,
-        save_checkpoints_steps, keep_checkpoint_max, iterations_per_loop, train_batch_size)."""
+        """The `Schedule`: steps, warm-up, optimizer, checkpoint interval and depth, batch size."""
 
     def build_model(self, params):
         """The trainable model with its weights built (called under the strategy's scope)."""
@@ -275,19 +290,20 @@ def _run_locked(task, params, strategy, write_dir, chief):
     config = params.albert_config
     check_output_dir(params.output_dir, config)
     task.check(params, strategy)
-    (num_train_steps, num_warmup_steps, start_warmup_step, poly_power, optimizer_name, learning_rate,
-     save_checkpoints_steps, keep_checkpoint_max, iterations_per_loop, train_batch_size) = task.train_schedule(params)
+    schedule = task.train_schedule(params)
+    num_train_steps, train_batch_size = schedule.num_train_steps, schedule.train_batch_size
     if params.do_train and train_batch_size % strategy.num_replicas_in_sync:
         raise UsageError(f"--train_batch_size {train_batch_size} is not divisible by the "
                          f"{strategy.num_replicas_in_sync} replicas")
 
     with strategy.scope():
         model = task.build_model(params)
-        optimizer = optimization.create_optimizer(optimizer_name, learning_rate, num_train_steps, num_warmup_steps,
-                                                  start_warmup_step, poly_power)
+        optimizer = optimization.create_optimizer(schedule.optimizer, schedule.learning_rate, num_train_steps,
+                                                  schedule.num_warmup_steps, schedule.start_warmup_step,
+                                                  schedule.poly_power)
         model.compile(optimizer=optimizer, jit_compile=params.jit_compile, **task.compile_args(params))
         model.optimizer.build(model.trainable_variables)
-        keep = keep_checkpoint_max if keep_checkpoint_max and keep_checkpoint_max > 0 else None
+        keep = schedule.keep_checkpoint_max if (schedule.keep_checkpoint_max or 0) > 0 else None  # 0: keep all
         initialize = (lambda: load_init_checkpoint(model, params)) if params.init_checkpoint else None
         manager, done = restore_or_initialize(model, write_dir, keep, initialize)
 
@@ -321,8 +337,8 @@ def _run_locked(task, params, strategy, write_dir, chief):
                 manager, lambda prefix, step: evaluator.evaluate_checkpoint(prefix, step, weights_loaded=True),
                 evaluator.history))
         try:
-            steps, seconds = fit_to_step(model, dataset, manager, num_train_steps, save_checkpoints_steps,
-                                         iterations_per_loop, log_dir=os.path.join(write_dir, "train"),
+            steps, seconds = fit_to_step(model, dataset, manager, num_train_steps, schedule.save_checkpoints_steps,
+                                         schedule.iterations_per_loop, log_dir=os.path.join(write_dir, "train"),
                                          log_every=params.log_every, extra_callbacks=extra)
         except tf.errors.DataLossError as err:
             raise task.data_error(params, err) from None

@@ -10,9 +10,8 @@ import tensorflow as tf
 
 from albert_tf.data import race, records
 from albert_tf.evaluation import race as race_metrics
+from tests.helpers import REPO as REPO_ROOT, SAMPLE_RACE as SAMPLE_DIR
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SAMPLE_DIR = os.path.join(REPO_ROOT, "data", "race")
 SHARED_RACE = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "race")
 needs_shared = pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_RACE, "RACE", "dev")),
                                   reason="the official RACE dev set is not in ../shared/data/race")

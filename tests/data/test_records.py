@@ -8,10 +8,9 @@ import tensorflow as tf
 
 from albert_tf.data import pretraining_data as pdata
 from albert_tf.data import records
+from tests.helpers import REPO as REPO_ROOT, SPM
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLE = os.path.join(REPO_ROOT, "data", "corpus", "sample_text.txt")
-SPM = os.path.join(REPO_ROOT, "data", "30k-clean.model")
 SEQ, PRED = 64, 10
 
 

@@ -17,10 +17,8 @@ from albert_tf.data import squad
 from albert_tf.evaluation import squad as squad_evaluation
 from albert_tf.evaluation import squad_postprocessing as post
 from albert_tf.text.tokenization import preprocess_text
+from tests.helpers import REPO, SQUAD_V1 as SAMPLE_V1, SQUAD_V2 as SAMPLE_V2
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SAMPLE_V1 = os.path.join(REPO, "data", "squad", "dev-v1.1-sample.json")
-SAMPLE_V2 = os.path.join(REPO, "data", "squad", "dev-v2.0-small.json")
 SHARED_V1 = os.path.join(REPO, "..", "shared", "data", "squad", "dev-v1.1.json.zip")
 
 

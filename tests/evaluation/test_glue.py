@@ -8,8 +8,8 @@ import pytest
 
 from albert_tf.evaluation import glue as metrics
 from albert_tf.train.best_checkpoint import is_better
+from tests.helpers import REPO as REPO_ROOT
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARED_GLUE = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "glue")
 needs_shared = pytest.mark.skipif(not os.path.isdir(SHARED_GLUE),
                                   reason="the official GLUE files (../shared/data/glue) are not here (CI clone)")

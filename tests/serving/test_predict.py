@@ -17,10 +17,9 @@ from albert_tf.data import glue
 from albert_tf.serving import predict
 from albert_tf.config import AlbertConfig
 from albert_tf.model import AlbertModel, dummy_inputs
+from tests.helpers import REPO, SPM
 from tests.serving.test_export import fresh_process, start_saved_model_cli_show  # the fresh-process and saved_model_cli helpers
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SPM = os.path.join(REPO, "data", "30k-clean.model")
 SST2_DEV = os.path.join(REPO, "data", "glue", "SST-2", "dev.tsv")
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ""}
 LINES = ["It's a charming and often affecting journey.", "unflinchingly bleak and desperate", "1,000 naïve cafés",

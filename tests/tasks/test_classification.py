@@ -18,18 +18,8 @@ from albert_tf.errors import AlbertError as RunError
 from albert_tf.tasks.classification import ClassifierParams, build_classifier, run_classifier, write_predictions
 from albert_tf.config import AlbertConfig
 from albert_tf.text.tokenization import FullTokenizer
+from tests.helpers import REPO as REPO_ROOT, SAMPLE_GLUE, SPM, TINY, subprocess_env
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SAMPLE_GLUE = os.path.join(REPO_ROOT, "data", "glue")
-SPM = os.path.join(REPO_ROOT, "data", "30k-clean.model")
-TINY = {"vocab_size": 30000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 128}
-
-
-def _env():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow")
-    env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    return env
 
 
 def _params(output_dir, **overrides):
@@ -88,7 +78,7 @@ def _cli_run(work):
                "--train_batch_size=16", "--eval_batch_size=32", "--predict_batch_size=16", "--learning_rate=1e-3",
                "--train_step=6", "--save_checkpoints_steps=3", "--iterations_per_loop=3", "--keep_checkpoint_max=1",
                f"--export_dir={work / 'export'}", "--threshold_to_export=0.7", "--log_every=3"]
-    done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=900, check=False)
+    done = subprocess.run(command, env=subprocess_env(), capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stderr[-5000:]
     return work, out, done.stdout
 
@@ -141,7 +131,7 @@ def _check_export(work, out, tmp_path):
             writer.write(record)
     script = tmp_path / "load.py"
     script.write_text(LOAD_SCRIPT)
-    env = _env()
+    env = subprocess_env()
     env.pop("PYTHONPATH")
     best_step = json.loads((out / "best_checkpoint.json").read_text())["step"]
     assert os.listdir(work / "export") == [str(best_step)]  # <export_dir>/<global_step of the exported weights>
@@ -169,7 +159,7 @@ def test_cli_rejects_bad_input(tmp_path):
     command = [sys.executable, os.path.join(REPO_ROOT, "run_classifier.py"), "--task_name=sst-2",
                f"--data_dir={SAMPLE_GLUE}", f"--output_dir={tmp_path / 'out'}", f"--albert_config_file={config_file}",
                f"--spm_model_file={SPM}", "--do_train", "--max_seq_length=512"]
-    done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(command, env=subprocess_env(), capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode != 0
     assert "Cannot use sequence length 512 because the ALBERT model was only trained up to sequence length 128" \
         in done.stderr

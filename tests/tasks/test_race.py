@@ -15,9 +15,8 @@ import tensorflow as tf
 from albert_tf.data import race
 from albert_tf.serving.race import export_race_model
 from albert_tf.tasks import race as race_task
+from tests.helpers import REPO as REPO_ROOT, SAMPLE_RACE as SAMPLE_DIR
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SAMPLE_DIR = os.path.join(REPO_ROOT, "data", "race")
 SHARED_RACE = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "race")
 needs_shared = pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_RACE, "RACE", "dev")),
                                   reason="the official RACE dev set is not in ../shared/data/race")

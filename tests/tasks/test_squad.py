@@ -19,11 +19,8 @@ from albert_tf.model.squad import AlbertForSquad, default_p_mask
 from albert_tf.serving.squad import export_squad_model
 from albert_tf.tasks.squad import SquadParams as SquadRunParams
 from albert_tf.tasks.squad import run_squad
+from tests.helpers import REPO, SPM, SQUAD_V1 as SAMPLE_V1, SQUAD_V2 as SAMPLE_V2
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SAMPLE_V1 = os.path.join(REPO, "data", "squad", "dev-v1.1-sample.json")
-SAMPLE_V2 = os.path.join(REPO, "data", "squad", "dev-v2.0-small.json")
-SPM = os.path.join(REPO, "data", "30k-clean.model")
 
 
 def _inputs(batch=3, seq=20, query=5, context=10, seed=0):
@@ -334,7 +331,7 @@ def test_exports_reload_with_tensorflow_and_tensorflow_text_only(tiny_config, to
                                                                               "segment_ids")}
     expected = {k: v.numpy() for k, v in model(inputs, training=False).items()}
     dirs = export_squad_model(model, str(tmp_path / "export"), spm_model_file=SPM, max_seq_length=96,
-                              max_query_length=24, null_score_diff_threshold=0.5)
+                              doc_stride=200, max_query_length=24, null_score_diff_threshold=0.5)
     inputs_file, out_file = str(tmp_path / "inputs.npz"), str(tmp_path / "out.npz")
     np.savez(inputs_file, questions=np.array([e.question_text for e in examples]),
              contexts=np.array([e.paragraph_text for e in examples]), **inputs)
@@ -348,12 +345,16 @@ def test_exports_reload_with_tensorflow_and_tensorflow_text_only(tiny_config, to
     for key, value in expected.items():
         np.testing.assert_allclose(got[key], value, atol=1e-5, err_msg=key)
         # The text signature tokenizes like the Python features (first window) and gives the same outputs.
-        np.testing.assert_allclose(got["text_" + key], value, atol=1e-5, err_msg="text_" + key)
-    np.testing.assert_array_equal(got["text_input_ids"], inputs["input_ids"])
+        np.testing.assert_allclose(got["text_" + key][:, 0], value, atol=1e-5, err_msg="text_" + key)
+    np.testing.assert_array_equal(got["text_input_ids"][:, 0], inputs["input_ids"])
     starts, ends = got["text_answer_start"], got["text_answer_end"]
-    for row, f in enumerate(firsts):
+    for row, window in enumerate(got["text_answer_window"]):
+        f = next(f for f in features if f.example_index == row and f.doc_span_index == window)
         assert f.doc_offset <= starts[row] <= ends[row] < f.paragraph_len - 1
         pieces = tokenizer.convert_ids_to_tokens(f.input_ids[starts[row]:ends[row] + 1])
-        assert got["text_answer_text"][row].decode() == "".join(pieces).replace("\u2581", " ").strip()
+        answer = got["text_best_non_null_text" if version_2 else "text_answer_text"][row].decode()
+        assert answer == "".join(pieces).replace("\u2581", " ").strip()
     if version_2:
-        np.testing.assert_array_equal(got["text_is_impossible"], expected["cls_logits"] > 0.5)
+        null_scores = [min(cls[:num]) for cls, num in zip(got["text_cls_logits"], got["text_num_windows"])]
+        np.testing.assert_allclose(got["text_null_score"], null_scores, rtol=1e-6)
+        np.testing.assert_array_equal(got["text_is_impossible"], np.array(null_scores) > 0.5)
