@@ -67,7 +67,10 @@ def _split(path):
 
 
 def sidecar_dir(directory):
-    """The hidden directory beside `directory` holding its lock and partial outputs."""
+    """The hidden directory beside `directory` holding its lock and partial outputs (inside a bucket's root,
+    which has nothing beside it)."""
+    if is_remote(directory) and "/" not in str(directory).split("://", 1)[1].strip("/"):
+        return f"{str(directory).rstrip('/')}/{SIDECAR_SUFFIX.lstrip('.')}-sidecar"
     parent, name = _split(directory)
     join = posixpath.join if is_remote(directory) else os.path.join
     return join(parent, f".{name}{SIDECAR_SUFFIX}")

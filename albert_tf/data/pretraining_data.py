@@ -53,8 +53,9 @@ Bounded memory
   output files as in the original.
 
 Parallelism and output
-  Worker processes (fork, they never touch TensorFlow) each turn whole shards into records in a temporary file next
-  to the first output; the parent copies them into the outputs in shard order. Outputs are written under a hidden
+  Worker processes (fork) each turn whole shards into finished TFRecord frames in a temporary file (in the sidecar
+  of the first output's directory); the parent appends them to the outputs in shard order, round-robin, copying
+  bytes only (no serialization, no checksums). Outputs are written under a hidden
   temporary name and renamed only when the run succeeds; on any error or interrupt the temporary files are removed.
   The in-process path (one worker) lets SentencePiece use its own threads for batch encoding.
 
@@ -66,11 +67,23 @@ Checks
   too. `max_predictions_per_seq` above `round(max_seq_length * masked_lm_prob)` (e.g. the common 128/20/0.15) only
   logs a warning: those slots are always padding, as in the original.
 
-Records are serialized by a small numpy protobuf encoder (`encode_examples`) rather than `tf.train.Example`; the
-bytes are those of `tf.train.Example.SerializeToString(deterministic=True)` for the original's features. Reading
-the records back is `albert_tf.records`.
+No TensorFlow for local files
+  Records are serialized by a small numpy protobuf encoder (`encode_examples`) rather than `tf.train.Example`; the
+  bytes are those of `tf.train.Example.SerializeToString(deterministic=True)` for the original's features. Local
+  outputs are framed and checksummed by `albert_tf.data.tfrecord_writer` (numpy CRC-32C), byte for byte what
+  `tf.io.TFRecordWriter` writes; TensorFlow is imported only for remote paths (`gs://...`, through `tf.io`). Not
+  importing it is most of this tool's speed on small and medium corpora: the import alone costs seconds of CPU and
+  about 600 MB of memory per process, more than the whole run on a few MB of text. Reading the records back is
+  `albert_tf.data.records`.
+
+Speed
+  Per instance the work is a short Python loop (the lazy n-gram visit and the 80/10/10 draws, which must consume
+  each document's `random.Random` in order to keep the output fixed by the seed) plus numpy for everything else
+  (tokenization in bulk through SentencePiece, feature arrays, varints, record assembly and CRCs in batches of
+  `_ENCODE_BATCH`). `bench/bench_pretraining_data.py` measures it against the original's own script.
 """
 
+import bisect
 import dataclasses
 import glob
 import hashlib
@@ -79,13 +92,14 @@ import logging
 import os
 import random
 import shutil
-import struct
 import tempfile
 import time
 import unicodedata
 
 import numpy as np
 
+from albert_tf import fileio
+from albert_tf.data import tfrecord_writer
 from albert_tf.errors import DataError
 from albert_tf.text import tokenization
 
@@ -412,11 +426,12 @@ def _strip_accents(text):
 def normalize_lines(text, lower):
     """`tokenization.preprocess_text(line, lower=lower)` for every "\\n"-separated line of `text`, done in bulk.
 
-    Same result line by line (whitespace folding, ``/'' to ", NFKD without combining marks, lowercasing); the
-    accent pass runs only on lines with non-ASCII characters, which is most of the speed-up.
+    Same result line by line (whitespace folding, NFKD without combining marks, lowercasing; LaTeX quotes kept,
+    as the original's `create_pretraining_data.py` keeps them); the accent pass runs only on lines with non-ASCII
+    characters, which is most of the speed-up.
     """
     lines = [" ".join(line.split()) for line in text.split("\n")]
-    joined = "\n".join(lines).replace("``", '"').replace("''", '"')
+    joined = "\n".join(lines)
     if not joined.isascii():
         joined = "\n".join(line if line.isascii() else _strip_accents(line) for line in joined.split("\n"))
     if lower:
@@ -558,6 +573,17 @@ def read_shard_documents(shard, tables):
 # Instances
 
 
+def randbelow(rng, n):
+    """`rng.randint(0, n - 1)` for a `random.Random` and n >= 1, drawing exactly the same bits (CPython's
+    `_randbelow_with_getrandbits`: k = n.bit_length() random bits, redrawn while >= n), without `randint`'s
+    argument handling, which costs more than the draw in the instance and masking loops."""
+    k = n.bit_length()
+    r = rng.getrandbits(k)
+    while r >= n:
+        r = rng.getrandbits(k)
+    return r
+
+
 def _truncate_pair(a0, a1, b0, b1, max_num_tokens, rng):
     """The original's `truncate_seq_pair` on two ranges: drop from the longer range (B on ties), front or back.
 
@@ -592,7 +618,7 @@ def document_instances(docs, doc_index, config, rng):
     max_num_tokens = config.max_num_tokens
     target = max_num_tokens
     if rng.random() < config.short_seq_prob:
-        target = rng.randint(2, max_num_tokens)
+        target = 2 + randbelow(rng, max_num_tokens - 1)
     out = []
     chunk_start = 0
     length = 0
@@ -601,17 +627,17 @@ def document_instances(docs, doc_index, config, rng):
         length += bounds[i + 1] - bounds[i]
         if i == n_sent - 1 or length >= target:
             n_chunk = i - chunk_start + 1
-            a_end = rng.randint(1, n_chunk - 1) if n_chunk >= 2 else 1
+            a_end = 1 + randbelow(rng, n_chunk - 1) if n_chunk >= 2 else 1
             a0, a1 = bounds[chunk_start], bounds[chunk_start + a_end]
             if n_chunk == 1 or (config.random_next_sentence and rng.random() < 0.5):
                 label = 1
                 target_b = target - (a1 - a0)
                 for _ in range(10):
-                    other = rng.randint(0, len(docs.bounds) - 1)
+                    other = randbelow(rng, len(docs.bounds))
                     if other != doc_index:
                         break
                 other_bounds = docs.bounds[other]
-                j = rng.randint(0, len(other_bounds) - 2)
+                j = randbelow(rng, len(other_bounds) - 1)
                 b0 = other_bounds[j]
                 b1 = other_bounds[j + 1]
                 while b1 - b0 < target_b and j + 2 < len(other_bounds):
@@ -667,36 +693,43 @@ def choose_ngrams(group_starts, budget, cdf, rng, covered=None, drawn=None, acce
     n_words = len(group_starts) - 1
     if covered is None:
         covered = bytearray(n_words)
+    drawn = drawn if drawn is not None else [0] * len(cdf)
+    accepted = accepted if accepted is not None else [0] * len(cdf)
     rand = rng.random
     order = list(range(n_words))
-    ngram = len(cdf)
     chosen = []
     taken = 0
     t = 0
+    # The hot loop of the whole tool (about 10 visits per instance): kept to plain local operations.
     while taken < budget and t < n_words:
         j = t + int(rand() * (n_words - t))
         start = order[j]
         order[j] = order[t]
         t += 1
-        u = rand()
-        n = 1
-        while n < ngram and u >= cdf[n - 1]:
-            n += 1
-        if drawn is not None:
-            drawn[n - 1] += 1
+        n = bisect.bisect_right(cdf, rand()) + 1  # the first n with u < cdf[n - 1]; cdf[-1] is 1.0
+        drawn[n - 1] += 1
         first = group_starts[start]
-        end = start + n if start + n < n_words else n_words
+        end = start + n
+        if end > n_words:
+            end = n_words
+        left = budget - taken
         size = group_starts[end] - first
-        while size > budget - taken and end > start + 1:
+        while size > left and end > start + 1:
             end -= 1
             size = group_starts[end] - first
-        if size > budget - taken or covered.find(1, start, end) >= 0:
+        if size > left:
             continue
-        covered[start:end] = b"\x01" * (end - start)
+        if end == start + 1:
+            if covered[start]:
+                continue
+            covered[start] = 1
+        else:
+            if covered.find(1, start, end) >= 0:
+                continue
+            covered[start:end] = b"\x01" * (end - start)
         chosen.extend(range(first, first + size))
         taken += size
-        if accepted is not None:
-            accepted[end - start - 1] += 1
+        accepted[end - start - 1] += 1
     return chosen
 
 
@@ -729,8 +762,8 @@ def mask_instance(docs, instance, config, tables, rng, cdf, drawn=None, accepted
                 keep[lo:lo + (int(heads[0]) if heads.size else hi - lo)] = False
             cand_pos = np.flatnonzero(keep)
             starts = starts[cand_pos]
-        group_starts = np.flatnonzero(starts).tolist()
-        if starts.size and group_starts[:1] != [0]:
+        group_starts = starts.nonzero()[0].tolist()
+        if starts.size and (not group_starts or group_starts[0]):
             group_starts.insert(0, 0)  # the first candidate always starts a group
         group_starts.append(starts.size)
     else:
@@ -749,7 +782,7 @@ def mask_instance(docs, instance, config, tables, rng, cdf, drawn=None, accepted
         elif rand() < 0.5:
             outputs[c] = KEEP
         else:
-            outputs[c] = int(tables.vocab_ids[rng.randint(0, tables.vocab_size - 1)])
+            outputs[c] = int(tables.vocab_ids[randbelow(rng, tables.vocab_size)])
     if config.do_permutation:
         tokens = docs.tokens
         selected = choose_ngrams(group_starts, budget, cdf, rng, covered)
@@ -789,25 +822,26 @@ def _varint_rows(matrix):
     """Protobuf varints of a non-negative int matrix [N, K]: (all bytes row after row, row offsets [N + 1])."""
     n_rows = matrix.shape[0]
     top = int(matrix.max()) if matrix.size else 0
-    if top < 0x80:
-        if matrix.size and int(matrix.min()) < 0:
-            raise ValueError("negative values cannot be encoded by this serializer")
-        data = matrix.astype(np.uint8)
-        return data.tobytes(), np.arange(n_rows + 1, dtype=np.int64) * matrix.shape[1]
-    if int(matrix.min()) < 0:
+    if matrix.size and matrix.dtype.kind == "i" and int(matrix.min()) < 0:
         raise ValueError("negative values cannot be encoded by this serializer")
+    if top < 0x80:
+        data = np.ascontiguousarray(matrix, dtype=np.uint8)
+        return data.tobytes(), np.arange(n_rows + 1, dtype=np.int64) * matrix.shape[1]
     width = (top.bit_length() + 6) // 7
-    values = matrix.astype(np.uint64)
-    nbytes = np.ones(matrix.shape, dtype=np.int64)
-    for k in range(1, width):
-        nbytes += (values >> np.uint64(7 * k)) != 0
+    values = matrix.astype(np.uint32 if top < 1 << 32 else np.uint64)
+    more = [values >= (1 << (7 * k)) for k in range(1, width)]  # more[k - 1]: the value has a byte k
     out = np.empty(matrix.shape + (width,), dtype=np.uint8)
+    keep = np.empty(matrix.shape + (width,), dtype=bool)
+    keep[..., 0] = True
     for k in range(width):
-        low = (values >> np.uint64(7 * k)) & np.uint64(0x7F)
-        out[..., k] = low.astype(np.uint8) | ((nbytes > k + 1).astype(np.uint8) << 7)
-    keep = np.arange(width) < nbytes[..., None]
-    lengths = nbytes.sum(axis=1)
-    return out[keep].tobytes(), np.concatenate(([0], np.cumsum(lengths)))
+        low = (values >> (7 * k)) & 0x7F
+        if k + 1 < width:
+            out[..., k] = low | (more[k].view(np.uint8) << 7)  # continuation bit
+            keep[..., k + 1] = more[k]
+        else:
+            out[..., k] = low
+    lengths = matrix.shape[1] + sum(m.sum(axis=1, dtype=np.int64) for m in more)
+    return out.reshape(-1)[keep.reshape(-1)].tobytes(), np.concatenate(([0], np.cumsum(lengths)))
 
 
 def encode_examples(features):
@@ -871,9 +905,10 @@ def instance_features(docs, instances, masks, config, tables):
       masks: list of `(positions, outputs)` from `mask_instance`, one per instance.
 
     Returns:
-      dict name -> array: int64 [N, max_seq_length] `input_ids`, `input_mask`, `segment_ids`, `token_boundary`;
-      int64 [N, P] `masked_lm_positions`, `masked_lm_ids` and float32 [N, P] `masked_lm_weights` (P =
-      `config.num_prediction_slots`); int64 [N, 1] `next_sentence_labels`. Padding is zero everywhere.
+      dict name -> array: int32 [N, max_seq_length] `input_ids`, uint8 [N, max_seq_length] `input_mask`,
+      `segment_ids`, `token_boundary`; int32 [N, P] `masked_lm_positions`, `masked_lm_ids` and float32 [N, P]
+      `masked_lm_weights` (P = `config.num_prediction_slots`); int32 [N, 1] `next_sentence_labels`. Padding is zero
+      everywhere. (Narrow types: the serializer writes every integer feature as int64, as the original.)
     """
     n_rows, seq_len, slots = len(instances), config.max_seq_length, config.num_prediction_slots
     spans = np.asarray(instances, dtype=np.int64).reshape(n_rows, 5)
@@ -883,13 +918,13 @@ def instance_features(docs, instances, masks, config, tables):
     in_a = (column >= 1) & (column <= la)
     in_b = (column >= la + 2) & (column < la + 2 + lb)
     text = in_a | in_b
-    source = np.where(in_a, a0 + column - 1, np.where(in_b, b0 + column - la - 2, 0))
+    source = np.where(in_a, a0 - 1 + column, np.where(in_b, b0 - la - 2 + column, 0))
     if docs.tokens.size:
-        ids = np.where(text, docs.tokens[source], 0).astype(np.int64)
-        boundary = (text & docs.word_start[source]).astype(np.int64)
+        ids = np.where(text, docs.tokens[source], 0).astype(np.int32)
+        boundary = (text & docs.word_start[source]).view(np.uint8)
     else:
-        ids = np.zeros((n_rows, seq_len), np.int64)
-        boundary = np.zeros((n_rows, seq_len), np.int64)
+        ids = np.zeros((n_rows, seq_len), np.int32)
+        boundary = np.zeros((n_rows, seq_len), np.uint8)
     rows = np.arange(n_rows)
     sep_a, sep_b = (la + 1)[:, 0], (la + lb + 2)[:, 0]
     ids[:, 0] = tables.cls_id
@@ -898,16 +933,16 @@ def instance_features(docs, instances, masks, config, tables):
     boundary[:, 0] = 1
     boundary[rows, sep_a] = 1
     boundary[rows, sep_b] = 1
-    input_mask = (column <= sep_b[:, None]).astype(np.int64)
-    segment_ids = ((column >= la + 2) & (column <= sep_b[:, None])).astype(np.int64)
+    input_mask = (column <= sep_b[:, None]).view(np.uint8)
+    segment_ids = ((column >= la + 2) & (column <= sep_b[:, None])).view(np.uint8)
 
     counts = np.fromiter((len(m[0]) for m in masks), dtype=np.int64, count=n_rows)
     mask_rows = np.repeat(rows, counts)
     mask_slots = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
     mask_pos = np.fromiter(itertools.chain.from_iterable(m[0] for m in masks), dtype=np.int64, count=len(mask_rows))
     mask_out = np.fromiter(itertools.chain.from_iterable(m[1] for m in masks), dtype=np.int64, count=len(mask_rows))
-    positions = np.zeros((n_rows, slots), dtype=np.int64)
-    labels = np.zeros((n_rows, slots), dtype=np.int64)
+    positions = np.zeros((n_rows, slots), dtype=np.int32)
+    labels = np.zeros((n_rows, slots), dtype=np.int32)
     weights = np.zeros((n_rows, slots), dtype=np.float32)
     original = ids[mask_rows, mask_pos]
     positions[mask_rows, mask_slots] = mask_pos
@@ -1021,38 +1056,91 @@ def output_shard_paths(output_dir, num_shards, prefix="pretraining"):
     return [os.path.join(output_dir, f"{prefix}-{i:05d}-of-{num_shards:05d}.tfrecord") for i in range(num_shards)]
 
 
-def _temporary_name(path):
-    head, tail = os.path.split(path)
-    return os.path.join(head, f".{tail}.incomplete-{os.getpid()}")
+def _gfile():
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf.io.gfile
+
+
+# Local outputs are written without TensorFlow (its import costs seconds and hundreds of MB); remote ones use gfile.
+def _exists(path):
+    return _gfile().exists(path) if _is_remote(path) else os.path.exists(path)
+
+
+def _makedirs(path):
+    if _is_remote(path):
+        _gfile().makedirs(path)
+    else:
+        os.makedirs(path, exist_ok=True)
+
+
+def _rename(source, target):
+    if _is_remote(target):
+        _gfile().rename(source, target, overwrite=True)
+    else:
+        os.replace(source, target)
+
+
+def _remove(path):
+    if _is_remote(path):
+        _gfile().remove(path)
+    else:
+        os.remove(path)
+
+
+class _RemoteRecordWriter:
+    """`tf.io.TFRecordWriter` with `LocalRecordWriter`'s `write_frame` and `append_file` (remote outputs)."""
+
+    def __init__(self, path):
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        self._writer = tf.io.TFRecordWriter(path)
+
+    def write(self, record):
+        self._writer.write(record)
+
+    def write_frame(self, frame):
+        self._writer.write(frame[12:-4])
+
+    def append_file(self, path):
+        for frame in tfrecord_writer.read_frames(path):
+            self.write_frame(frame)
+
+    def close(self):
+        self._writer.close()
+
+
+def _record_writer(path):
+    """A TFRecord writer: `tfrecord_writer.LocalRecordWriter` for a local file (no TensorFlow), else through TF."""
+    return _RemoteRecordWriter(path) if _is_remote(path) else tfrecord_writer.LocalRecordWriter(path)
 
 
 class AtomicRecordWriters:
     """TFRecord writers over several files, round-robin, that appear under their names only on `commit()`.
 
-    Each file is written as a hidden `.<name>.incomplete-<pid>` next to its final path; `commit()` closes and renames
-    them, `abort()` closes and deletes them. Used as a context manager, an exception aborts.
+    Each file is written under a temporary name in the sidecar beside its directory (`fileio.staging_path`), so a
+    killed run leaves nothing that a glob over the output directory matches; `commit()` closes and renames them,
+    `abort()` closes and deletes them. Used as a context manager, an exception aborts.
     """
 
     def __init__(self, paths):
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-        self._gfile = tf.io.gfile
         if not paths:
             raise PretrainingDataError("no output files given")
         if len(set(paths)) != len(paths):
             raise PretrainingDataError(f"output files repeat a name: {paths}")
         self.paths = list(paths)
-        self.temp_paths = [_temporary_name(p) for p in self.paths]
+        self.temp_paths = []
         self.counts = [0] * len(self.paths)
         self._writers = []
         self._next = 0
         try:
             for path in self.paths:
                 parent = os.path.dirname(path)
-                if parent and not self._gfile.exists(parent):
-                    self._gfile.makedirs(parent)
-            for temp in self.temp_paths:
-                self._writers.append(tf.io.TFRecordWriter(temp))
+                if parent and not _exists(parent):
+                    _makedirs(parent)
+                fileio.remove_stale_partials(parent or ".")
+                self.temp_paths.append(fileio.staging_path(path))
+                self._writers.append(_record_writer(self.temp_paths[-1]))
         except Exception:
             self.abort()
             raise
@@ -1062,12 +1150,26 @@ class AtomicRecordWriters:
         self.counts[self._next] += 1
         self._next = (self._next + 1) % len(self._writers)
 
+    def append_framed(self, path, count):
+        """Appends the `count` records of a TFRecord file (a worker's), round-robin as `write` would: with one
+        output the file is copied whole; with several, frame by frame (their checksums are not recomputed)."""
+        k = len(self._writers)
+        if k == 1:
+            self._writers[0].append_file(path)
+        else:
+            for i, frame in enumerate(tfrecord_writer.read_frames(path)):
+                self._writers[(self._next + i) % k].write_frame(frame)
+        for r in range(min(k, count)):
+            self.counts[(self._next + r) % k] += (count - r + k - 1) // k
+        self._next = (self._next + count) % k
+
     def commit(self):
         for writer in self._writers:
             writer.close()
         self._writers = []
         for temp, path in zip(self.temp_paths, self.paths):
-            self._gfile.rename(temp, path, overwrite=True)
+            _rename(temp, path)
+        self._remove_sidecars()
 
     def abort(self):
         for writer in self._writers:
@@ -1078,10 +1180,18 @@ class AtomicRecordWriters:
         self._writers = []
         for temp in self.temp_paths:
             try:
-                if self._gfile.exists(temp):
-                    self._gfile.remove(temp)
+                if _exists(temp):
+                    _remove(temp)
             except Exception:  # pylint: disable=broad-except
                 logger.warning("could not remove temporary file %s", temp)
+        self._remove_sidecars()
+
+    def _remove_sidecars(self):
+        for temp in self.temp_paths:
+            try:
+                os.rmdir(os.path.dirname(temp))
+            except OSError:
+                pass
 
     def __enter__(self):
         return self
@@ -1110,26 +1220,20 @@ def _worker_init(tokenizer_args, config, temp_dir):
 
 
 def _worker_run(shard):
-    """Writes one shard's records to a temporary file of length-prefixed records; returns (path, Stats)."""
+    """Writes one shard's records, TFRecord-framed, to a temporary file; returns (path, records, Stats)."""
     config = _WORKER["config"]
     stats = Stats(ngram_drawn=[0] * config.ngram, ngram_accepted=[0] * config.ngram)
-    path = os.path.join(_WORKER["temp_dir"], f"shard-{shard.index:07d}.bin")
-    with open(path + ".part", "wb") as f:
+    path = os.path.join(_WORKER["temp_dir"], f"shard-{shard.index:07d}.tfrecord")
+    writer = tfrecord_writer.LocalRecordWriter(path + ".part")
+    count = 0
+    try:
         for record in shard_records(shard, config, _WORKER["tables"], stats):
-            f.write(struct.pack("<I", len(record)))
-            f.write(record)
+            writer.write(record)
+            count += 1
+    finally:
+        writer.close()
     os.replace(path + ".part", path)
-    return path, stats
-
-
-def _read_framed(path):
-    with open(path, "rb") as f:
-        while True:
-            header = f.read(4)
-            if not header:
-                return
-            (length,) = struct.unpack("<I", header)
-            yield f.read(length)
+    return path, count, stats
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -1151,9 +1255,9 @@ class _Run:
         self.bytes_done = 0
         self.current = None  # Stats of the shard being written, in-process
 
-    def record_written(self):
-        self.written += 1
-        if self.written % self.every == 0:
+    def records_written(self, n=1):
+        before, self.written = self.written, self.written + n
+        if self.written // self.every > before // self.every:
             self.report()
 
     def shard_done(self, shard, shard_stats):
@@ -1214,7 +1318,7 @@ def create_pretraining_data(input_files, output_files, *, spm_model_file=None, v
                 run.current = Stats(ngram_drawn=[0] * config.ngram, ngram_accepted=[0] * config.ngram)
                 for record in shard_records(shard, config, tables, run.current):
                     writers.write(record)
-                    run.record_written()
+                    run.records_written()
                 run.shard_done(shard, run.current)
         else:
             _run_pool(run, writers, tables, tokenizer_args, config, num_workers)
@@ -1229,12 +1333,16 @@ def create_pretraining_data(input_files, output_files, *, spm_model_file=None, v
 
 
 def _run_pool(run, writers, tables, tokenizer_args, config, num_workers):
-    """Shards in worker processes, each to a temporary file; copied to `writers` in shard order."""
+    """Shards in worker processes, each to temporary files of framed records; appended to `writers` in shard
+    order (the parent copies bytes: the workers build, serialize and checksum the records)."""
     import multiprocessing  # pylint: disable=import-outside-toplevel
 
     first = writers.paths[0]
-    local_parent = None if _is_remote(first) else os.path.dirname(os.path.abspath(first))
-    temp_dir = tempfile.mkdtemp(prefix=".albert-pretraining-", dir=local_parent)
+    # Beside the outputs (same disk) but in their directory's sidecar, where no glob over the outputs reaches.
+    local_parent = None if _is_remote(first) else fileio.sidecar_dir(os.path.dirname(os.path.abspath(first)))
+    if local_parent:
+        os.makedirs(local_parent, exist_ok=True)
+    temp_dir = tempfile.mkdtemp(prefix=f".workers.partial-{os.getpid()}-", dir=local_parent)
     # Forked workers inherit the tokenizer tables (no reload); they never use TensorFlow, so forking a parent that
     # imported it is safe. Elsewhere (no fork) they are spawned and build the tables in `_worker_init`.
     methods = multiprocessing.get_all_start_methods()
@@ -1243,11 +1351,10 @@ def _run_pool(run, writers, tables, tokenizer_args, config, num_workers):
     _WORKER["tokenizer_args"] = tokenizer_args
     pool = context.Pool(num_workers, initializer=_worker_init, initargs=(tokenizer_args, config, temp_dir))
     try:
-        for shard, (path, shard_stats) in zip(run.shards, pool.imap(_worker_run, run.shards, chunksize=1)):
-            for record in _read_framed(path):
-                writers.write(record)
-                run.record_written()
+        for shard, (path, count, shard_stats) in zip(run.shards, pool.imap(_worker_run, run.shards, chunksize=1)):
+            writers.append_framed(path, count)
             os.remove(path)
+            run.records_written(count)
             run.shard_done(shard, shard_stats)
         pool.close()
         pool.join()

@@ -10,7 +10,7 @@ line with a blank line between documents. Beyond the original:
   --progress_interval   seconds between progress lines
 
 The same flags and seed give byte-identical files. The algorithm, the reproducibility fix and the differences from
-the original are described in `albert_tf/pretraining_data.py`.
+the original are described in `albert_tf/data/pretraining_data.py`.
 
 Example:
   python create_pretraining_data.py --input_file='data/corpus/*.txt' --output_file=/tmp/albert_pretrain.tfrecord \\
@@ -55,7 +55,7 @@ flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
 flags.DEFINE_integer("dupe_factor", 40, "Number of times to duplicate the input data (with different masks).")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences shorter than the maximum length.")
-flags.DEFINE_bool("parallel", False, "Accepted for compatibility: parallelism is --num_workers.")
+flags.DEFINE_bool("parallel", False, "Accepted for compatibility and unused: parallelism is --num_workers.")
 
 # Additions.
 flags.DEFINE_integer("num_workers", 0, "Worker processes (0: one per CPU). Does not change the output.")

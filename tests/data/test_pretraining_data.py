@@ -2,7 +2,6 @@
 
 import collections
 import glob
-import importlib.util
 import os
 
 import numpy as np
@@ -11,6 +10,8 @@ import tensorflow as tf
 
 from albert_tf.data import pretraining_data as pdata
 from albert_tf.text import tokenization
+from tests.data.original_algorithm import OriginalAlgorithm
+from tests.text.original_tokenization import original_ids, original_preprocess_text, sst2_lines_with_latex_quotes
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS_DIR = os.path.join(REPO_ROOT, "data", "corpus")
@@ -196,13 +197,9 @@ def test_padding_and_segments(generated):
 
 
 def test_statistics_match_original_algorithm(tmp_path):
-    """Instances agree with the bench's re-implementation of the original algorithm (pure Python, global shuffle,
+    """Instances agree with the test reference re-implementation of the original algorithm (pure Python, global shuffle,
     unseeded n-gram draws) on the same input: with short_seq_prob=0 the instance count is fixed by the documents
     and must be equal; lengths, labels and mask counts agree statistically."""
-    spec = importlib.util.spec_from_file_location(
-        "bench_pretraining_data", os.path.join(REPO_ROOT, "bench", "bench_pretraining_data.py"))
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     files = []
     for path in corpus_files()[:3]:
         # A trailing blank line: the original does not end a document at the end of a file, this project does.
@@ -210,7 +207,7 @@ def test_statistics_match_original_algorithm(tmp_path):
         with open(path, encoding="utf-8") as f:
             copy.write_text(f.read() + "\n\n", encoding="utf-8")
         files.append(str(copy))
-    baseline = bench.OriginalAlgorithm(SPM, 128, dupe_factor=2, short_seq_prob=0.0).run(
+    baseline = OriginalAlgorithm(SPM, 128, dupe_factor=2, short_seq_prob=0.0).run(
         files, str(tmp_path / "base.tfrecord"))
     _, ours = run(tmp_path, inputs=files, dupe_factor=2, short_seq_prob=0.0)
     n_base, n_ours = baseline["instances"], ours.instances
@@ -288,6 +285,50 @@ def test_byte_identical_across_worker_counts(tmp_path):
     with open(one[0], "rb") as f1, open(again[0], "rb") as f2, open(other[0], "rb") as f3:
         first = f1.read()
         assert first == f2.read() and first != f3.read()
+
+
+def test_randbelow_draws_what_randint_draws():
+    """The fast draw consumes the generator exactly as `randint(0, n - 1)` does (the output bytes rely on it)."""
+    ours, theirs = pdata.random.Random(3), pdata.random.Random(3)
+    for n in [1, 2, 3, 5, 8, 127, 128, 129, 1000, 30000, 2 ** 31 + 7] * 50:
+        assert pdata.randbelow(ours, n) == theirs.randint(0, n - 1)
+    assert ours.getstate() == theirs.getstate()
+
+
+def test_local_outputs_need_no_tensorflow(tmp_path):
+    """Writing local records never imports TensorFlow (seconds and ~600 MB per process); the records are
+    TensorFlow's own format (read back by `parse_all`)."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+
+    out = tmp_path / "no_tf.tfrecord"
+    code = ("import sys\n"
+            "from albert_tf.data import pretraining_data as pdata\n"
+            f"pdata.create_pretraining_data([{os.path.join(CORPUS_DIR, 'sample_text.txt')!r}], [{str(out)!r}], "
+            f"spm_model_file={SPM!r}, num_workers=2, shard_size_mb=0.001, "
+            "config=pdata.PretrainingConfig(max_seq_length=64, dupe_factor=2))\n"
+            "print('tensorflow' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
+                            check=False, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"
+    assert len(parse_all([str(out)], 64, 20)["input_ids"]) > 10
+
+
+def test_remote_writer_appends_worker_frames(tmp_path):
+    """Remote outputs go through `tf.io` (here TF's in-memory filesystem); a worker's framed file is appended
+    record by record."""
+    from albert_tf.data import tfrecord_writer  # pylint: disable=import-outside-toplevel
+
+    part = tmp_path / "worker.tfrecord"
+    part.write_bytes(tfrecord_writer.frame_records([b"b" * 70, b"", b"c"]))
+    writer = pdata._record_writer("ram://remote-writer/out.tfrecord")  # pylint: disable=protected-access
+    writer.write(b"a")
+    writer.append_file(str(part))
+    writer.write_frame(tfrecord_writer.frame_records([b"d"]))
+    writer.close()
+    assert [r.numpy() for r in tf.data.TFRecordDataset("ram://remote-writer/out.tfrecord")] == [
+        b"a", b"b" * 70, b"", b"c", b"d"]
 
 
 def test_shards_keep_documents_whole(tmp_path):
@@ -425,6 +466,18 @@ def test_normalize_lines_matches_preprocess_text():
     for lower in (True, False):
         expected = [tokenization.preprocess_text(line, lower=lower) for line in text.split("\n")]
         assert pdata.normalize_lines(text, lower) == expected
+        # and the original's rule (its create_pretraining_data runs preprocess_text on each line): quotes kept
+        assert expected == [original_preprocess_text(line, lower=lower) for line in text.split("\n")]
+    assert "``quoted'' and ''x''" in pdata.normalize_lines(text, False)
+
+
+def test_sst2_lines_with_latex_quotes_get_the_originals_ids(sp_tokenizer):
+    """The original's create_pretraining_data: preprocess_text(line, lower=do_lower_case), then encode_pieces."""
+    lines = sst2_lines_with_latex_quotes()
+    ids, lengths = pdata.TokenTables(sp_tokenizer).lines_to_ids("\n".join(lines))
+    expected = [original_ids(sp_tokenizer.sp_model, original_preprocess_text(line, lower=True)) for line in lines]
+    assert lengths == [len(e) for e in expected]
+    assert ids.tolist() == [i for e in expected for i in e]
 
 
 def test_lines_to_ids_equal_tokenizer(sp_tokenizer):
