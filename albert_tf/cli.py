@@ -16,6 +16,7 @@ from absl import app, flags, logging
 
 from albert_tf.errors import AlbertError, UsageError
 
+
 def define_tpu_flags():
     """The original release's TPU flags (same names and defaults)."""
     flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --strategy=tpu).")

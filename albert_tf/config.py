@@ -36,6 +36,18 @@ _PRESET_SHAPES = {
 }
 
 
+def layer_group(layer_index, num_hidden_layers, num_hidden_groups):
+    """The group whose blocks compute layer `layer_index` (0-based): the original's
+    `int(layer_idx / num_hidden_layers * num_hidden_groups)`, in the same float arithmetic.
+
+    It accepts any layer and group counts. Float rounding makes it differ from the exact floor(l * G / L) for a
+    few shapes: with 22 layers in 22 groups, 15 / 22 * 22 is 14.999..., so layer 15 runs group 14 and group 15
+    is never used (the original creates no weights for it). Hugging Face computes `int(l / (L / G))`, which
+    differs again (18 layers in 14 groups: layer 9 runs group 6 there, group 7 here and in the original).
+    """
+    return int(layer_index / num_hidden_layers * num_hidden_groups)
+
+
 class ConfigError(AlbertError):
     """A config value is missing, mistyped or inconsistent; the message names the field (and file)."""
 
@@ -103,12 +115,6 @@ class AlbertConfig:
         if self.hidden_size % self.num_attention_heads:
             fail("hidden_size", f"({self.hidden_size}) is not divisible by num_attention_heads "
                                 f"({self.num_attention_heads})")
-        if self.num_hidden_groups > self.num_hidden_layers:
-            fail("num_hidden_groups", f"({self.num_hidden_groups}) exceeds num_hidden_layers "
-                                      f"({self.num_hidden_layers})")
-        if self.num_hidden_layers % self.num_hidden_groups:
-            fail("num_hidden_layers", f"({self.num_hidden_layers}) is not divisible by num_hidden_groups "
-                                      f"({self.num_hidden_groups})")
         for name, expected in (("net_structure_type", 0), ("gap_size", 0), ("num_memory_blocks", 0),
                                ("down_scale_factor", 1)):
             if getattr(self, name) != expected:
@@ -128,12 +134,21 @@ class AlbertConfig:
     def head_size(self):
         return self.hidden_size // self.num_attention_heads
 
+    def layer_groups(self):
+        """The group of each layer, [num_hidden_layers] ints (`layer_group`, the original's rule)."""
+        return [layer_group(l, self.num_hidden_layers, self.num_hidden_groups)
+                for l in range(self.num_hidden_layers)]
+
+    def used_groups(self):
+        """The groups some layer runs, ascending; the others have no weights (as in the original)."""
+        return sorted(set(self.layer_groups()))
+
     def num_parameters(self, with_heads=False):
         """Exact trainable parameter count: encoder + pooler, plus MLM and SOP heads when `with_heads`."""
         v, e, h, i = self.vocab_size, self.embedding_size, self.hidden_size, self.intermediate_size
         embeddings = (v + self.max_position_embeddings + self.type_vocab_size) * e + 2 * e + e * h + h
         block = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
-        blocks = self.num_hidden_groups * self.inner_group_num * block
+        blocks = len(self.used_groups()) * self.inner_group_num * block
         pooler = h * h + h
         total = embeddings + blocks + pooler
         if with_heads:

@@ -6,14 +6,15 @@ r"""Converts ALBERT checkpoints between the original TF1 release, Hugging Face a
       --output_format=huggingface --output_path=albert_base_hf
 
 The input is detected as `albert_tf.load_checkpoint` detects it: an original TF1 checkpoint (prefix or
-directory; a TF-Hub `module/` prefix and optimizer slots are fine), a Hugging Face directory or
-`.safetensors` file, a keras-hub ALBERT preset directory, or a native TF2 checkpoint. The model is
+directory; a TF-Hub `module/` prefix and optimizer slots are fine) or TF1 TF-Hub module directory, a Hugging
+Face directory or `.safetensors` file, a keras-hub ALBERT preset directory, a TF Model Garden TF2 checkpoint
+(`AlbertEncoder` or `BertPretrainerV2`) or TF-Hub SavedModel directory, or a native TF2 checkpoint. The model is
 `AlbertForPretraining`: the MLM and SOP heads are converted when the input has them; when it does not (an
 encoder-only checkpoint, a keras-hub backbone) the output holds the encoder only, and the log says so.
 
 `--albert_config_file` may be left out when the input carries its config (a Hugging Face `config.json`, a
-keras-hub preset) or when an `albert_config.json` sits beside the input, as in the original release's
-tarballs. The config is always written as `albert_config.json` beside the output (inside the output
+keras-hub preset) or when an `albert_config.json` sits beside the input (or in its `assets/`), as in the
+original release's tarballs and TF-Hub modules. The config is always written as `albert_config.json` beside the output (inside the output
 directory for Hugging Face), so every output is self-describing. Existing output is never replaced without
 `--overwrite`.
 
@@ -42,8 +43,9 @@ def define_flags(flag_values=flags.FLAGS):
                         "Optional when the input carries its config (Hugging Face, keras-hub preset) or has an "
                         "albert_config.json beside it.", flag_values=flag_values)
     flags.DEFINE_string("input_checkpoint", None,
-                        "Checkpoint to convert: original TF1 prefix or directory, Hugging Face directory or "
-                        ".safetensors file, keras-hub preset directory, or native TF2 checkpoint.",
+                        "Checkpoint to convert: original TF1 prefix or directory, TF-Hub module or SavedModel "
+                        "directory, Hugging Face directory or .safetensors file, keras-hub preset directory, Model "
+                        "Garden TF2 checkpoint, or native TF2 checkpoint.",
                         flag_values=flag_values)
     flags.DEFINE_enum("output_format", None, list(OUTPUT_FORMATS),
                       "original: TF1 name-based checkpoint as the original release's; huggingface: "
@@ -61,10 +63,11 @@ def define_flags(flag_values=flags.FLAGS):
 
 # ---------------------------------------------------------------- helpers
 def _input_config_path(path):
-    """An `albert_config.json` beside (or inside) the input checkpoint, if there is one."""
-    directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    candidate = os.path.join(directory, CONFIG_NAME)
-    return candidate if os.path.isfile(candidate) else None
+    """An `albert_config.json` beside (or inside) the input checkpoint, or in its `assets/` (a TF-Hub module or
+    SavedModel), if there is one."""
+    from albert_tf.checkpoints import model_garden  # pylint: disable=import-outside-toplevel
+
+    return model_garden.config_file_beside(path)
 
 
 def resolve_config(input_checkpoint, albert_config_file=None):
@@ -89,7 +92,8 @@ def resolve_config(input_checkpoint, albert_config_file=None):
         return AlbertConfig.from_json_file(beside), beside, None
     raise UsageError(
         f"--albert_config_file is required: the input {input_checkpoint!r} ({fmt} format) carries no config "
-        f"and has no {CONFIG_NAME} beside it")
+        f"(its weights do not give the number of layers and heads) and has no {CONFIG_NAME} beside it or in "
+        "its assets/")
 
 
 def output_files(output_path, output_format):
@@ -171,8 +175,10 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
         logging.warning("In the input but not used by the model: %s", ", ".join(result.unused))
 
     if output_format == "native":
-        # A native checkpoint is all of a model's variables: the encoder alone when heads are missing.
-        root = model.albert if missing_ids else model
+        # The model's variables at their usual keys, but the heads the input lacked (never random weights).
+        from albert_tf.checkpoints import native  # pylint: disable=import-outside-toplevel
+
+        root = native.partial_root(model, missing_ids) if missing_ids else model
         os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
         tf.train.Checkpoint(model=root).write(target)
     else:
@@ -214,7 +220,7 @@ def run(argv):
 def console():
     """The `albert-convert` command (and `python -m albert_tf.convert`)."""
     define_flags()
-    cli.run(main)
+    cli.run(main, __doc__)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ into and why the public API does not do.
 import keras
 import tensorflow as tf
 
-
 # ------------------------------------------------------------------------------------------------------------------
 # keras-hub's TransformerEncoder (the shared ALBERT block).
 
@@ -24,6 +23,22 @@ def transformer_block_parts(block):
             "attention_layer_norm": block._self_attention_layer_norm,
             "intermediate": block._feedforward_intermediate_dense, "output": block._feedforward_output_dense,
             "output_layer_norm": block._feedforward_layer_norm}
+
+
+def block_dropout_layers(block):
+    """The three Dropout layers of a built `TransformerEncoder`: `attention_probs` (inside its
+    MultiHeadAttention), `attention_output` and `output` (after the feed-forward)."""
+    return {"attention_probs": block._self_attention_layer._dropout_layer,
+            "attention_output": block._self_attention_dropout, "output": block._feedforward_dropout}
+
+
+def stateless_dropout(x, rate, seed):
+    """Keras' TF-backend dropout with an already drawn seed (`SeedGenerator.next()`): the mask Keras' `Dropout`
+    draws from that state, here drawable again identically (a block recomputed in the backward pass).
+    `keras.random.dropout` takes only an int or a generator; this repeats its TF backend's seed cast."""
+    from keras.src.backend.tensorflow.random import _cast_seed  # pylint: disable=import-outside-toplevel
+
+    return tf.nn.experimental.stateless_dropout(x, rate=rate, seed=_cast_seed(seed))
 
 
 def set_block_dropouts(block, hidden_dropout, attention_dropout):
@@ -52,6 +67,15 @@ def compute_step_loss(model, x, y, y_pred, sample_weight, training):
         batch = tf.shape(next(i for i in tree.flatten(x) if i is not None))[0]
         tracker.update_state(loss_module.unscale_loss_for_distribution(loss), sample_weight=batch)
     return loss
+
+
+def excluded_by_keras_weight_decay(optimizer, variable):
+    """True when Keras' `optimizer.exclude_from_weight_decay(var_list=..., var_names=...)` excludes `variable`.
+
+    Keras records those exclusions in private state and tests them in `BaseOptimizer._use_weight_decay`; the
+    project's optimizers apply their own decay rule but honour the public method through this.
+    """
+    return not optimizer._use_weight_decay(variable)
 
 
 def in_multi_worker_mode(strategy):
@@ -84,6 +108,16 @@ class LocalBatchSymbolicBuild:
 
 # ------------------------------------------------------------------------------------------------------------------
 # Trackable objects (checkpoints and SavedModels).
+
+def plain_trackable():
+    """An empty node of a checkpoint or SavedModel object graph (TF's `AutoTrackable`, under `tf.__internal__`)."""
+    return tf.__internal__.tracking.AutoTrackable()
+
+
+def is_trackable(obj):
+    """Whether `obj` takes part in TF's object graphs."""
+    return isinstance(obj, tf.__internal__.tracking.Trackable)
+
 
 def trackable_children(obj):
     """`obj`'s checkpoint children by name (TF's `Trackable._trackable_children`)."""

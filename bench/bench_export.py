@@ -31,9 +31,9 @@ import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 
-from albert_tf.serving import encoder, savedmodel, tflite  # noqa: E402
 from albert_tf.config import AlbertConfig  # noqa: E402
 from albert_tf.model import AlbertModel, dummy_inputs  # noqa: E402
+from albert_tf.serving import encoder, savedmodel, tflite  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", "base_v2", "AlbertConfig preset of the benchmarked shape (without --albert_config_file).")

@@ -1,58 +1,111 @@
-r"""Benchmarks albert_tf's ALBERT against keras-hub's `AlbertBackbone` of the same shape, in one run.
+r"""Model speed against the machine's own float32 matmul peak, and against keras-hub's `AlbertBackbone`, in one run.
 
-    python bench/bench_model.py                       # base_v2, batch 32, seq 128, 20 MLM positions
-    python bench/bench_model.py --train_steps=10 --jit_compile=false
+    python bench/bench_model.py                                   # base_v2, batch 8 and 32, seq 128: ~10 min
+    python bench/bench_model.py --batch_sizes=8 --rounds=3 --modes=xla
+    python bench/bench_model.py --sides=albert_tf --no_savedmodel --output_json=/tmp/bench_model.json
 
-Measures, for both implementations with identical shapes and work:
-  * training throughput: forward + backward + Adam update of the pretraining model (encoder, MLM head
-    gathered at --num_predictions positions with tied output embeddings, SOP head; MLM + SOP cross-entropy).
-    keras-hub has no ALBERT pretraining model, so its side is `AlbertBackbone` + `keras_hub.layers.MaskedLMHead`
-    (tied to the backbone's token embedding) + a Dense(2) SOP head, i.e. the same computation;
-  * inference: the encoder alone (`AlbertModel` vs `AlbertBackbone`), latency at batch 1 and throughput at
-    --batch_size.
-Both run as `tf.function`s (XLA with --jit_compile). Rounds alternate between the two implementations (and a
-peak measurement) and the best round of each is kept, which makes the comparison robust to other load on the
-machine; the load average is printed before and after.
+Flags:
+  --preset            AlbertConfig preset whose shape is measured (base_v2).
+  --batch_sizes       training batch sizes, comma-separated (8,32).
+  --seq_length        sequence length of every example (128).
+  --num_predictions   masked-LM positions per example (20).
+  --modes             how the steps run: `graph` (tf.function) and/or `xla` (tf.function(jit_compile=True)).
+  --sides             `albert_tf` and/or `keras-hub` (AlbertBackbone + MaskedLMHead + Dense(2), the same math).
+  --rounds            rounds; every figure is the MEDIAN over the rounds (5).
+  --train_steps       timed training steps per round and configuration (2).
+  --latency_calls     timed batch-1 inference calls per round and configuration (10).
+  --savedmodel        also time batch-1 inference through the exported SavedModel (serving.encoder.export_encoder,
+                      loaded with tf.saved_model.load, its serving_default signature) (true).
+  --output_json       also write every median here.
 
-Achieved GFLOP/s uses `AlbertConfig.flops_per_token` (encoder matmuls and attention) plus the heads; a
-training step counts 3x the forward FLOPs. The peak is measured here: a float32 tf.matmul of
---matmul_size squared matrices under tf.function.
+What is measured, all in one process and one window (rounds go over every configuration in turn, so load from
+other processes hits all alike; the load average is printed before and after):
+  * the float32 matmul peak AT THE MODEL'S OWN SHAPES: every distinct matmul of a training step (forward:
+    [B*T, H] x [H, H] for the four attention projections, [B*T, H] x [H, 4H] and back, the batched attention
+    products, the embedding projection, the MLM transform and the tied [B*P, E] x [E, V] logits; backward:
+    the same with transposed operands, dX = dY W^T and dW = X^T dY) and of a batch-1 forward, each timed as
+    tf.matmul under tf.function and under XLA. "Peak time" = the time these matmuls alone take at their
+    measured rate (the better of graph and XLA per shape); a step's fraction of peak is peak time / step time
+    (= achieved GFLOP/s / peak GFLOP/s at those shapes). A square 2048 x 2048 matmul is timed too, for scale,
+    in float32 and in bfloat16 (what AVX512_BF16 / AMX give a mixed_bfloat16 model at best);
+  * the training step of the pretraining model (MLM + SOP loss, the project's LAMB and global-norm clipping, as
+    run_pretraining.py trains; dropout 0 as base_v2) at each batch size, graph and XLA, for both sides;
+  * batch-1 inference of the encoder (graph, XLA, and the exported SavedModel), for both sides.
+
+The machine's CPU model and its SIMD flags (AVX-512, AVX512_BF16, AMX) are printed with the figures: the peak
+and every ratio depend on them. Figures are medians over --rounds, never the best round.
 """
 
+import json
 import os
+import platform
+import shutil
+import statistics
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import keras  # noqa: E402
-import keras_hub  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from absl import app, flags  # noqa: E402
+import keras
+import keras_hub
+import numpy as np
+import tensorflow as tf
+from absl import app, flags
+from absl import logging as absl_logging
 
-from albert_tf.config import AlbertConfig  # noqa: E402
-from albert_tf.model.layers import gelu_tanh  # noqa: E402
-from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs  # noqa: E402
+from albert_tf.config import AlbertConfig
+from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
+from albert_tf.model.layers import gelu_tanh
+from albert_tf.model.pretraining import MLM_EPSILON, pretraining_losses
+from albert_tf.train.optimization import create_optimizer
+from albert_tf.train.steps import clip_gradients_across_replicas
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("preset", "base_v2", "AlbertConfig preset whose shape is benchmarked.")
-flags.DEFINE_integer("batch_size", 32, "Examples per training / inference step (32 keeps the matmuls large enough "
-                     "to measure efficiency rather than overhead).")
-flags.DEFINE_integer("seq_length", 128, "Sequence length.")
-flags.DEFINE_integer("num_predictions", 20, "Masked-LM positions per example (max_predictions_per_seq).")
-flags.DEFINE_integer("train_steps", 2, "Timed training steps per round.")
-flags.DEFINE_integer("infer_steps", 2, "Timed inference steps (at --batch_size) per round.")
-flags.DEFINE_integer("latency_steps", 5, "Timed batch-1 inference calls per round.")
-flags.DEFINE_integer("rounds", 2, "Rounds, alternating ours / keras-hub; the best round is reported.")
-flags.DEFINE_bool("jit_compile", False, "Compile the steps with XLA (both implementations).")
-flags.DEFINE_integer("matmul_size", 2048, "Side of the square float32 matrices timed for the peak.")
-flags.DEFINE_integer("matmul_repeats", 8, "Matmuls per timed call when measuring the peak.")
 
 
-# ------------------------------------------------------------------ inputs
+def define_flags():
+    """The CLI flags (defined only when run as a script, so other benches can import this module)."""
+    flags.DEFINE_string("preset", "base_v2", "AlbertConfig preset whose shape is measured.")
+    flags.DEFINE_list("batch_sizes", ["8", "32"], "Training batch sizes.")
+    flags.DEFINE_integer("seq_length", 128, "Sequence length.")
+    flags.DEFINE_integer("num_predictions", 20, "Masked-LM positions per example.")
+    flags.DEFINE_list("modes", ["graph", "xla"], "graph (tf.function) and/or xla (jit_compile=True).")
+    flags.DEFINE_list("sides", ["albert_tf", "keras-hub"], "Implementations to measure.")
+    flags.DEFINE_integer("rounds", 5, "Rounds; every figure is the median over them.")
+    flags.DEFINE_integer("train_steps", 2, "Timed training steps per round and configuration.")
+    flags.DEFINE_integer("latency_calls", 10, "Timed batch-1 calls per round and configuration.")
+    flags.DEFINE_bool("savedmodel", True, "Also time batch-1 inference through the exported SavedModel.")
+    flags.DEFINE_string("output_json", None, "Also write every median here.")
+
+
+# --------------------------------------------------------------------------------------------- machine
+def cpu_description():
+    """(model name, the SIMD flags that matter for float32 / bfloat16 matmuls)."""
+    model, cpu_flags = platform.processor() or "unknown", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name") and model in ("unknown", "x86_64", ""):
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    cpu_flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    wanted = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile",
+              "amx_bf16", "amx_int8")
+    have = [f for f in wanted if f in cpu_flags]
+    missing = [f for f in wanted if f not in cpu_flags]
+    return model, have, missing
+
+
+def load_average():
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+# ------------------------------------------------------------------------------------------------ inputs
 def make_batch(config, batch_size, seq_length, num_predictions, seed=0):
     rng = np.random.RandomState(seed)
     ids = rng.randint(5, config.vocab_size, (batch_size, seq_length)).astype("int32")
@@ -63,21 +116,20 @@ def make_batch(config, batch_size, seq_length, num_predictions, seed=0):
     return {
         "input_ids": tf.constant(ids), "input_mask": tf.ones_like(ids), "segment_ids": tf.constant(segments),
         "masked_lm_positions": tf.constant(positions),
-        "masked_lm_ids": tf.constant(rng.randint(0, config.vocab_size, (batch_size, num_predictions)),
-                                     dtype=tf.int32),
-        "sentence_order_label": tf.constant(rng.randint(0, 2, (batch_size,)), dtype=tf.int32),
+        "masked_lm_ids": tf.constant(rng.randint(0, config.vocab_size, (batch_size, num_predictions)), tf.int32),
+        "masked_lm_weights": tf.ones((batch_size, num_predictions), tf.float32),
+        "next_sentence_labels": tf.constant(rng.randint(0, 2, (batch_size, 1)), dtype=tf.int32),
     }
 
 
-def pretraining_loss(mlm_logits, sop_logits, batch):
-    mlm = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=batch["masked_lm_ids"], logits=tf.cast(mlm_logits, tf.float32)))
-    sop = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=batch["sentence_order_label"], logits=tf.cast(sop_logits, tf.float32)))
-    return mlm + sop
+def pretraining_loss(outputs, batch):
+    """The original's loss: weighted MLM mean (sum / (weights + 1e-5)) + mean SOP cross-entropy."""
+    mlm_loss, _, sop_loss, _ = pretraining_losses(outputs, batch)
+    weights = batch["masked_lm_weights"]
+    return tf.reduce_sum(mlm_loss * weights) / (tf.reduce_sum(weights) + MLM_EPSILON) + tf.reduce_mean(sop_loss)
 
 
-# ---------------------------------------------------------- the two sides
+# ------------------------------------------------------------------------------------------- the two sides
 class Ours:
     name = "albert_tf"
 
@@ -88,9 +140,9 @@ class Ours:
         self.encoder(dummy_inputs(), training=False)
         self.variables = self.pretraining.trainable_variables
 
-    def pretraining_logits(self, batch, training):
+    def logits(self, batch, training):
         out = self.pretraining(batch, training=training)
-        return out["mlm_logits"], out["sop_logits"]
+        return {"mlm_logits": out["mlm_logits"], "sop_logits": out["sop_logits"]}
 
     def encode(self, batch):
         return self.encoder({k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")},
@@ -115,17 +167,13 @@ class KerasHub:
             vocabulary_size=config.vocab_size, token_embedding=self.backbone.token_embedding,
             intermediate_activation=gelu_tanh, layer_norm_epsilon=1e-12)
         self.sop_head = keras.layers.Dense(2)
-        batch = make_batch(config, 1, 2, 1)
-        self.pretraining_logits(batch, training=False)
-        self.variables = (self.backbone.trainable_variables + self.mlm_head.trainable_variables
-                          + self.sop_head.trainable_variables)
-        # Deduplicate the tied embedding (the head reuses the backbone's table).
-        seen, unique = set(), []
-        for variable in self.variables:
-            if id(variable) not in seen:
+        self.logits(make_batch(config, 1, 2, 1), training=False)
+        seen, self.variables = set(), []
+        for variable in (self.backbone.trainable_variables + self.mlm_head.trainable_variables
+                         + self.sop_head.trainable_variables):
+            if id(variable) not in seen:  # the head's output embedding is the backbone's table (tied)
                 seen.add(id(variable))
-                unique.append(variable)
-        self.variables = unique
+                self.variables.append(variable)
         self.inference_backbone = backbone()
 
     @staticmethod
@@ -133,144 +181,269 @@ class KerasHub:
         return {"token_ids": batch["input_ids"], "segment_ids": batch["segment_ids"],
                 "padding_mask": batch["input_mask"]}
 
-    def pretraining_logits(self, batch, training):
+    def logits(self, batch, training):
         out = self.backbone(self._inputs(batch), training=training)
         mlm = self.mlm_head(out["sequence_output"], mask_positions=batch["masked_lm_positions"])
-        return mlm, self.sop_head(out["pooled_output"])
+        return {"mlm_logits": mlm, "sop_logits": self.sop_head(out["pooled_output"])}
 
     def encode(self, batch):
         return self.inference_backbone(self._inputs(batch), training=False)["sequence_output"]
 
 
-def make_steps(side, jit_compile):
-    optimizer = keras.optimizers.Adam(1e-4)
+def make_train_step(side, jit_compile):
+    """forward + backward + global-norm clipping (1.0) + LAMB update, as run_pretraining.py trains."""
+    optimizer = create_optimizer("lamb", 1e-4, 1000, 10)
     optimizer.build(side.variables)
 
     @tf.function(jit_compile=jit_compile)
     def train_step(batch):
         with tf.GradientTape() as tape:
-            mlm_logits, sop_logits = side.pretraining_logits(batch, training=True)
-            loss = pretraining_loss(mlm_logits, sop_logits, batch)
-        grads = tape.gradient(loss, side.variables)
-        optimizer.apply_gradients(zip(grads, side.variables))
+            loss = pretraining_loss(side.logits(batch, training=True), batch)
+        grads = clip_gradients_across_replicas(tape.gradient(loss, side.variables), 1.0)
+        optimizer.apply(grads, side.variables)
         return loss
 
-    @tf.function(jit_compile=jit_compile)
-    def infer_step(batch):
-        return side.encode(batch)
-
-    return train_step, infer_step
+    return train_step
 
 
-def timed(fn, batch, steps):
-    """Seconds per call (the result is fetched, so the work is really done)."""
+def make_infer_step(side, jit_compile):
+    return tf.function(side.encode, jit_compile=jit_compile)
+
+
+class SavedModelSide:
+    """Batch-1 inference through `serving.encoder.export_encoder`'s SavedModel, loaded back."""
+
+    def __init__(self, encoder_model, directory):
+        from albert_tf.serving.encoder import export_encoder  # pylint: disable=import-outside-toplevel
+
+        export_encoder(encoder_model, directory)
+        self.serve = tf.saved_model.load(directory).signatures["serving_default"]
+
+    def __call__(self, batch):
+        return self.serve(input_ids=batch["input_ids"], input_mask=batch["input_mask"],
+                          segment_ids=batch["segment_ids"])["sequence_output"]
+
+
+def seconds_per_call(fn, batch, calls):
     start = time.perf_counter()
-    for _ in range(steps):
+    for _ in range(calls):
         result = fn(batch)
-    np.asarray(result)
-    return (time.perf_counter() - start) / steps
+    np.asarray(tf.nest.flatten(result)[0])
+    return (time.perf_counter() - start) / calls
 
 
-# -------------------------------------------------------------------- peak
-def matmul_peak(size, repeats, rounds=3):
-    """Best float32 GFLOP/s of a chain of `repeats` independent size x size matmuls under tf.function."""
-    key = (size, repeats)
-    if key not in _PEAK_FNS:
-        _PEAK_FNS[key] = _make_matmul_chain(size, repeats)
-    run = _PEAK_FNS[key]
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.perf_counter()
-        np.asarray(run())
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * size ** 3 * repeats / best / 1e9
+# ------------------------------------------------------------------------------------ matmul peak at shapes
+def step_matmuls(config, batch, seq, preds, train):
+    """Every matmul of a step as (name, batch_dims, m, k, n, transpose_a, transpose_b, count per step).
+
+    Forward y = x W with x [m, k]: backward adds dX = dY W^T ([m, n] x [k, n]^T) and dW = X^T dY
+    ([m, k]^T x [m, n]); batched attention products likewise.
+    """
+    h, e, v, i = config.hidden_size, config.embedding_size, config.vocab_size, config.intermediate_size
+    n_heads, layers = config.num_attention_heads, config.num_hidden_layers * config.inner_group_num
+    d, bt, bp = h // n_heads, batch * seq, batch * preds
+    bn = batch * n_heads
+    forward = [("qkvo x W[H,H]", 1, bt, h, h, 4 * layers), ("ffn_in x W[H,4H]", 1, bt, h, i, layers),
+               ("ffn_out x W[4H,H]", 1, bt, i, h, layers), ("embedding_projection", 1, bt, e, h, 1),
+               ("pooler", 1, batch, h, h, 1)]
+    batched = [("scores q k^T", bn, seq, d, seq, False, True, layers),
+               ("context p v", bn, seq, seq, d, False, False, layers)]
+    if train:
+        forward += [("mlm_transform", 1, bp, h, e, 1), ("mlm_logits x E^T", 1, bp, e, v, 1)]
+    shapes = []
+    for name, nb, m, k, n, count in forward:
+        tb = name.startswith("mlm_logits")  # the tied table is [V, E]
+        shapes.append((name, nb, m, k, n, False, tb, count))
+        if train:
+            shapes.append((name + " dX", nb, m, n, k, False, not tb, count))
+            shapes.append((name + " dW", nb, k, m, n, True, False, count) if not tb else
+                          (name + " dW", nb, n, m, k, True, False, count))
+    for name, nb, m, k, n, ta, tb, count in batched:
+        shapes.append((name, nb, m, k, n, ta, tb, count))
+        if train:
+            shapes.append((name + " dA", nb, m, n, k, False, True, count))
+            shapes.append((name + " dB", nb, k, m, n, True, False, count))
+    return shapes
 
 
-_PEAK_FNS = {}
+def _matmul_fn(nb, m, k, n, ta, tb, copies, jit_compile):
+    rng = np.random.RandomState(0)
 
+    def operand(rows, cols, transposed):
+        shape = (cols, rows) if transposed else (rows, cols)
+        return tf.constant(rng.normal(size=((nb,) if nb > 1 else ()) + shape).astype("float32"))
 
-def _make_matmul_chain(size, repeats):
-    a = tf.random.normal((size, size))
-    bs = [tf.random.normal((size, size)) for _ in range(repeats)]
+    a = [operand(m, k, ta) for _ in range(copies)]
+    b = operand(k, n, tb)
 
-    @tf.function
+    @tf.function(jit_compile=jit_compile)
     def run():
-        total = tf.zeros((size, size))
-        for b in bs:
-            total += tf.matmul(a, b)
-        return total
+        return [tf.matmul(x, b, transpose_a=ta, transpose_b=tb) for x in a]
 
-    np.asarray(run())  # warm up
     return run
 
 
-def forward_flops_per_example(config, seq_length, num_predictions):
-    """Encoder (AlbertConfig.flops_per_token) + pooler + MLM head at the gathered positions + SOP head."""
-    h, e, v = config.hidden_size, config.embedding_size, config.vocab_size
-    encoder = config.flops_per_token(seq_length) * seq_length
-    heads = 2 * h * h + num_predictions * (2 * h * e + 2 * e * v) + 2 * h * 2
-    return encoder, encoder + heads
+class MatmulPeak:
+    """Times each distinct matmul shape (graph and XLA); `seconds(shapes)` is the time those matmuls alone
+    take at the measured rates (the better mode per shape)."""
+
+    def __init__(self, min_seconds=0.05):
+        self.min_seconds = min_seconds
+        self.fns, self.samples = {}, {}
+
+    def measure(self, shapes):
+        for name, nb, m, k, n, ta, tb, _ in shapes:
+            key = (nb, m, k, n, ta, tb)
+            flops = 2.0 * nb * m * k * n
+            for jit in (False, True):
+                if (key, jit) not in self.fns:
+                    copies = int(max(1, min(16, 1.5e9 / flops)))
+                    fn = _matmul_fn(nb, m, k, n, ta, tb, copies, jit)
+                    np.asarray(fn()[0])
+                    self.fns[(key, jit)] = (fn, copies)
+                fn, copies = self.fns[(key, jit)]
+                start, calls = time.perf_counter(), 0
+                while True:
+                    out = fn()
+                    calls += 1
+                    np.asarray(out[-1])
+                    if time.perf_counter() - start > self.min_seconds:
+                        break
+                rate = flops * copies * calls / (time.perf_counter() - start)
+                self.samples.setdefault((key, jit), []).append(rate)
+
+    def rate(self, key, jit=None):
+        if jit is None:
+            return max(self.rate(key, False), self.rate(key, True))
+        return statistics.median(self.samples[(key, jit)])
+
+    def seconds(self, shapes, jit=None):
+        return sum(2.0 * nb * m * k * n * count / self.rate((nb, m, k, n, ta, tb), jit)
+                   for _, nb, m, k, n, ta, tb, count in shapes)
+
+    @staticmethod
+    def flops(shapes):
+        return sum(2.0 * nb * m * k * n * count for _, nb, m, k, n, _, _, count in shapes)
 
 
-# -------------------------------------------------------------------- main
+_SQUARE = {}
+
+
+def square_peak(size=2048, repeats=8, dtype="float32"):
+    """GFLOP/s of `repeats` size^2 matmuls in one tf.function (float32, or bfloat16 for comparison)."""
+    if dtype not in _SQUARE:
+        a = tf.cast(tf.random.normal((size, size)), dtype)
+        bs = [tf.cast(tf.random.normal((size, size)), dtype) for _ in range(repeats)]
+        _SQUARE[dtype] = tf.function(lambda: [tf.matmul(a, b) for b in bs])
+        np.asarray(tf.cast(_SQUARE[dtype]()[0], tf.float32))
+    start = time.perf_counter()
+    np.asarray(tf.cast(_SQUARE[dtype]()[-1], tf.float32))
+    return 2.0 * size ** 3 * repeats / (time.perf_counter() - start)
+
+
+# ------------------------------------------------------------------------------------------------- main
 def main(argv):
     del argv
+    absl_logging.set_verbosity(absl_logging.ERROR)
     config = AlbertConfig.preset(FLAGS.preset)
-    b, t, p = FLAGS.batch_size, FLAGS.seq_length, FLAGS.num_predictions
+    t, p = FLAGS.seq_length, FLAGS.num_predictions
+    batch_sizes = [int(b) for b in FLAGS.batch_sizes]
+    model, have, missing = cpu_description()
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub {keras_hub.__version__}; "
-          f"{os.cpu_count()} CPU cores visible; jit_compile={FLAGS.jit_compile}")
+          f"{os.cpu_count()} CPU cores: {model}")
+    print(f"CPU flags: {' '.join(have)}; absent: {' '.join(missing) or '-'}")
     print(f"Shape: {FLAGS.preset} (H={config.hidden_size}, L={config.num_hidden_layers}, E={config.embedding_size}, "
-          f"V={config.vocab_size}), batch {b}, seq {t}, {p} MLM positions")
+          f"V={config.vocab_size}), seq {t}, {p} MLM positions; batches {batch_sizes}; medians of {FLAGS.rounds} "
+          f"rounds")
+    print(f"Load average before: {load_average()}")
 
-    print(f"Load average before: {'/'.join(f'{x:.1f}' for x in os.getloadavg())} (other processes skew timings)")
-    peak = matmul_peak(FLAGS.matmul_size, FLAGS.matmul_repeats)
-
-    batch = make_batch(config, b, t, p)
-    single = {k: v[:1] for k, v in batch.items()}
-    sides = [Ours(config), KerasHub(config)]
-    steps = {}
+    sides = [cls(config) for cls in (Ours, KerasHub) if cls.name in FLAGS.sides]
+    configs = {}  # (kind, side, mode, batch) -> (fn, batch, calls)
     for side in sides:
-        n_params = sum(int(np.prod(v.shape)) for v in side.variables)
-        train_step, infer_step = make_steps(side, FLAGS.jit_compile)
-        start = time.perf_counter()
-        np.asarray(train_step(batch))
-        np.asarray(infer_step(batch))
-        np.asarray(infer_step(single))
-        print(f"{side.name}: {n_params:,} trainable parameters; compile + first steps {time.perf_counter() - start:.1f} s")
-        steps[side.name] = (train_step, infer_step)
+        for mode in FLAGS.modes:
+            jit = mode == "xla"
+            for b in batch_sizes:
+                step = make_train_step(side, jit)
+                batch = make_batch(config, b, t, p)
+                start = time.perf_counter()
+                np.asarray(step(batch))
+                print(f"  {side.name} train b={b} {mode}: trace + compile + first step "
+                      f"{time.perf_counter() - start:.1f} s")
+                configs[("train", side.name, mode, b)] = (step, batch, FLAGS.train_steps)
+            infer = make_infer_step(side, jit)
+            single = make_batch(config, 1, t, p)
+            np.asarray(infer(single))
+            configs[("infer", side.name, mode, 1)] = (infer, single, FLAGS.latency_calls)
+    work_dir = None
+    if FLAGS.savedmodel and any(s.name == "albert_tf" for s in sides):
+        work_dir = tempfile.mkdtemp(prefix="bench_model_")
+        saved = SavedModelSide(sides[0].encoder, os.path.join(work_dir, "encoder"))
+        single = make_batch(config, 1, t, p)
+        np.asarray(saved(single))
+        configs[("infer", "albert_tf", "savedmodel", 1)] = (saved, single, FLAGS.latency_calls)
 
-    best = {side.name: {"train": float("inf"), "infer": float("inf"), "latency": float("inf")} for side in sides}
+    peak = MatmulPeak()
+    train_shapes = {b: step_matmuls(config, b, t, p, train=True) for b in batch_sizes}
+    infer_shapes = step_matmuls(config, 1, t, p, train=False)
+    squares, bf16_squares, samples = [], [], {key: [] for key in configs}
     for _ in range(FLAGS.rounds):
-        peak = max(peak, matmul_peak(FLAGS.matmul_size, FLAGS.matmul_repeats, rounds=1))
-        for side in sides:
-            train_step, infer_step = steps[side.name]
-            record = best[side.name]
-            record["train"] = min(record["train"], timed(train_step, batch, FLAGS.train_steps))
-            record["infer"] = min(record["infer"], timed(infer_step, batch, FLAGS.infer_steps))
-            record["latency"] = min(record["latency"], timed(infer_step, single, FLAGS.latency_steps))
+        squares.append(square_peak())
+        bf16_squares.append(square_peak(dtype="bfloat16"))
+        for shapes in list(train_shapes.values()) + [infer_shapes]:
+            peak.measure(shapes)
+        for key, (fn, batch, calls) in configs.items():
+            samples[key].append(seconds_per_call(fn, batch, calls))
+    if work_dir:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    median = {key: statistics.median(v) for key, v in samples.items()}
+    square = statistics.median(squares)
 
-    peak = max(peak, matmul_peak(FLAGS.matmul_size, FLAGS.matmul_repeats, rounds=1))
-    encoder_flops, pretraining_flops = forward_flops_per_example(config, t, p)
-    print(f"Measured float32 matmul peak ({FLAGS.matmul_size}^2 tf.matmul under tf.function, best of the run): "
-          f"{peak:.1f} GFLOP/s; load average after: {'/'.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"Load average after: {load_average()}")
+    print(f"float32 matmul, 2048^2 square (tf.function): {square / 1e9:.0f} GFLOP/s; the same in bfloat16: "
+          f"{statistics.median(bf16_squares) / 1e9:.0f} GFLOP/s")
+    results = {"cpu": model, "cpu_flags": have, "square_peak_gflops": square / 1e9,
+               "square_bf16_gflops": statistics.median(bf16_squares) / 1e9, "figures": {}}
     print()
-    print(f"{'':12s} {'train ex/s':>11s} {'train GFLOP/s':>14s} {'% peak':>7s} {'infer ex/s':>11s} "
-          f"{'infer GFLOP/s':>14s} {'% peak':>7s} {'latency b=1':>12s}")
-    for side in sides:
-        r = best[side.name]
-        train_gflops = 3 * pretraining_flops * b / r["train"] / 1e9
-        infer_gflops = encoder_flops * b / r["infer"] / 1e9
-        print(f"{side.name:12s} {b / r['train']:11.2f} {train_gflops:14.1f} {100 * train_gflops / peak:6.1f}% "
-              f"{b / r['infer']:11.2f} {infer_gflops:14.1f} {100 * infer_gflops / peak:6.1f}% "
-              f"{1000 * r['latency']:9.1f} ms")
-    ours, theirs = best[sides[0].name], best[sides[1].name]
+    print("Training step (forward + backward + clipping + LAMB), medians:")
+    print(f"{'batch':>5s} {'side':10s} {'mode':6s} {'s/step':>8s} {'ex/s':>7s} {'GFLOP/s':>8s} "
+          f"{'peak GFLOP/s':>12s} {'of peak':>8s} {'vs keras-hub':>12s}")
+    for b in batch_sizes:
+        shapes = train_shapes[b]
+        flops = MatmulPeak.flops(shapes)
+        peak_seconds = peak.seconds(shapes)
+        for side in sides:
+            for mode in FLAGS.modes:
+                s = median[("train", side.name, mode, b)]
+                other = median.get(("train", "keras-hub", mode, b))
+                ratio = f"x{other / s:.3f}" if other and side.name != "keras-hub" else ""
+                print(f"{b:5d} {side.name:10s} {mode:6s} {s:8.3f} {b / s:7.2f} {flops / s / 1e9:8.0f} "
+                      f"{flops / peak_seconds / 1e9:12.0f} {peak_seconds / s:8.3f} {ratio:>12s}")
+                results["figures"][f"train/{side.name}/{mode}/b{b}"] = {
+                    "seconds": s, "examples_per_second": b / s, "fraction_of_peak": peak_seconds / s,
+                    "keras_hub_ratio": (other / s) if other else None}
+        print(f"      matmul peak at these shapes: {flops / 1e9:.0f} GFLOP per step in {peak_seconds:.3f} s "
+              f"(graph-only rates: {peak.seconds(shapes, False):.3f} s, XLA-only: {peak.seconds(shapes, True):.3f} s)")
     print()
-    print(f"albert_tf / keras-hub: training throughput x{theirs['train'] / ours['train']:.3f}, inference "
-          f"throughput x{theirs['infer'] / ours['infer']:.3f}, batch-1 latency x{ours['latency'] / theirs['latency']:.3f} "
-          "(throughput ratios > 1 and latency ratio < 1 favour albert_tf)")
-    print(f"FLOPs per example: encoder forward {encoder_flops / 1e9:.2f} G, pretraining forward "
-          f"{pretraining_flops / 1e9:.2f} G (training step = 3x forward)")
+    flops = MatmulPeak.flops(infer_shapes)
+    peak_seconds = peak.seconds(infer_shapes)
+    print(f"Batch-1 inference, seq {t} (encoder forward, {flops / 1e9:.1f} GFLOP): the matmuls at their measured "
+          f"rates take {1000 * peak_seconds:.1f} ms ({1000 * flops / square:.1f} ms at the 2048^2 rate)")
+    print(f"{'side':10s} {'mode':10s} {'ms':>7s} {'x peak time':>11s} {'x 2048^2 time':>13s} {'vs in-process':>13s}")
+    for key in sorted(k for k in median if k[0] == "infer"):
+        _, name, mode, _ = key
+        ms = 1000 * median[key]
+        rel = ""
+        if mode == "savedmodel":
+            rel = f"x{median[key] / median[('infer', name, 'graph', 1)]:.3f} graph"
+        print(f"{name:10s} {mode:10s} {ms:7.1f} {median[key] / peak_seconds:11.3f} "
+              f"{median[key] / (flops / square):13.3f} {rel:>13s}")
+        results["figures"][f"infer/{name}/{mode}/b1"] = {"seconds": median[key],
+                                                         "of_peak_time": median[key] / peak_seconds}
+    if FLAGS.output_json:
+        with open(FLAGS.output_json, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

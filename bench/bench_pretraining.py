@@ -31,12 +31,12 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from albert_tf.train import optimization  # noqa: E402
-from albert_tf.data import records
 from albert_tf.config import AlbertConfig  # noqa: E402
+from albert_tf.data import records
+from albert_tf.data.pretraining_data import PretrainingConfig, create_pretraining_data  # noqa: E402
 from albert_tf.model import dummy_inputs  # noqa: E402
 from albert_tf.tasks.pretraining import AlbertPretrainer  # noqa: E402
-from albert_tf.data.pretraining_data import PretrainingConfig, create_pretraining_data  # noqa: E402
+from albert_tf.train import optimization  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("seq_length", 128, "max_seq_length of the records and the model.")

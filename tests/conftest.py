@@ -54,3 +54,27 @@ def pretraining_records(tmp_path_factory, spm_model_file):
     create_pretraining_data(os.path.join(DATA_DIR, "corpus", "sample_text.txt"), [path],
                             spm_model_file=spm_model_file, config=config, num_workers=1)
     return path, 64, 10
+
+
+@pytest.fixture(scope="session")
+def mg_fixtures(tmp_path_factory):
+    """tests/fixtures/model_garden/ (TF Model Garden's formats, see its README.md) with its three SavedModel
+    archives extracted: {name: path} for `tf1`, `tf2_encoder`, `tf2_encoder_legacy`, `tf2_pretrainer`,
+    `hub_encoder`, `hub_preprocess`, `tf1_hub_module`, `spm`, `config` (tf1/albert_config.json), `outputs`,
+    `tf1_hub_outputs`, `preprocess_outputs` (the .npz files of recorded outputs) and `dir` (the folder)."""
+    import tarfile
+
+    source = os.path.join(FIXTURES_DIR, "model_garden")
+    extracted = tmp_path_factory.mktemp("model_garden")
+    paths = {"dir": source, "spm": os.path.join(source, "spm-1k.model"),
+             "config": os.path.join(source, "tf1", "albert_config.json")}
+    for name in ("tf1", "tf2_encoder", "tf2_encoder_legacy", "tf2_pretrainer"):
+        paths[name] = os.path.join(source, name)
+    for name in ("hub_encoder", "hub_preprocess", "tf1_hub_module"):
+        with tarfile.open(os.path.join(source, name + ".tar.xz")) as tar:
+            tar.extractall(extracted, filter="data")
+        paths[name] = str(extracted / name)
+    for name in ("outputs", "tf1_hub_outputs", "preprocess_outputs"):
+        npz = os.path.join(source, ("model_garden_outputs" if name == "outputs" else name) + ".npz")
+        paths[name] = npz
+    return paths

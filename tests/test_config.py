@@ -147,8 +147,6 @@ def test_mistyped_field_is_named(field, value, tmp_path):
 
 @pytest.mark.parametrize("overrides,field", [
     (dict(hidden_size=30, num_attention_heads=4), "hidden_size"),  # not divisible by heads
-    (dict(num_hidden_layers=6, num_hidden_groups=4), "num_hidden_layers"),  # not divisible by groups
-    (dict(num_hidden_layers=2, num_hidden_groups=3), "num_hidden_groups"),  # more groups than layers
     (dict(num_hidden_layers=0), "num_hidden_layers"),
     (dict(inner_group_num=0), "inner_group_num"),
     (dict(hidden_dropout_prob=1.0), "hidden_dropout_prob"),
@@ -164,6 +162,21 @@ def test_inconsistent_value_is_named(overrides, field):
         AlbertConfig.from_dict(_tiny(**overrides))
     with pytest.raises(ConfigError, match=f"'{field}'"):
         AlbertConfig(**_tiny(**overrides))  # the constructor validates too
+
+
+@pytest.mark.parametrize("layers,groups,table", [
+    (6, 4, [0, 0, 1, 2, 2, 3]),  # not divisible, as the original accepts
+    (2, 3, [0, 1]),  # more groups than layers: group 2 is never run and has no weights
+    (22, 22, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 14, 16, 17, 18, 19, 20, 21]),  # 15/22*22 < 15
+])
+def test_any_layer_and_group_counts_are_accepted(layers, groups, table):
+    config = AlbertConfig(**_tiny(num_hidden_layers=layers, num_hidden_groups=groups))
+    assert config.layer_groups() == table
+    assert config.used_groups() == sorted(set(table))
+    one_group = AlbertConfig(**_tiny(num_hidden_layers=layers))
+    two_blocks = AlbertConfig(**_tiny(num_hidden_layers=layers, inner_group_num=2))
+    block = two_blocks.num_parameters() - one_group.num_parameters()
+    assert config.num_parameters() == one_group.num_parameters() + (len(set(table)) - 1) * block
 
 
 def test_unknown_field_is_named():

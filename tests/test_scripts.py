@@ -65,7 +65,7 @@ def test_sigterm_stops_the_workers_and_leaves_no_partial_output(tmp_path):
     process = subprocess.Popen(
         [sys.executable, os.path.join(REPO, "create_pretraining_data.py"),
          f"--input_file={os.path.join(DATA_DIR, 'corpus', 'gutenberg-*.txt')}", f"--output_dir={out}",
-         "--num_output_shards=2", f"--spm_model_file={SPM}", "--max_seq_length=128", "--dupe_factor=40",
+         "--num_output_shards=2", f"--spm_model_file={SPM}", "--max_seq_length=128", "--dupe_factor=400",
          "--num_workers=2", "--shard_size_mb=0.05"],
         cwd=REPO, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
@@ -82,3 +82,24 @@ def test_sigterm_stops_the_workers_and_leaves_no_partial_output(tmp_path):
     assert not glob.glob(str(out / "*")) and not os.path.exists(str(tmp_path / ".records.albert_tf"))
     time.sleep(1.0)
     assert not [pid for pid in workers if os.path.exists(f"/proc/{pid}")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", ["tf1_hub_module", "hub_encoder"])
+def test_albert_hub_module_handle_initialises_a_fine_tuning_run(module, mg_fixtures, tmp_path):
+    """`run_classifier.py --albert_hub_module_handle=<local module directory>` (the original's TF1 TF-Hub module,
+    or a TF-Hub TF2 SavedModel of Model Garden's) starts from the module's weights, as the original did."""
+    out = tmp_path / "out"
+    result = _run("run_classifier.py", [
+        f"--albert_hub_module_handle={mg_fixtures[module]}", f"--albert_config_file={mg_fixtures['config']}",
+        f"--spm_model_file={mg_fixtures['spm']}", "--task_name=sst-2", f"--data_dir={DATA_DIR}/glue",
+        f"--output_dir={out}", "--do_train", "--max_seq_length=32", "--train_batch_size=8", "--train_step=2",
+        "--save_checkpoints_steps=2", "--log_every=0"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Initialised from " + mg_fixtures[module] in result.stderr
+    assert os.path.exists(out / "ckpt-2.index")
+    result = _run("run_classifier.py", [f"--albert_hub_module_handle={tmp_path / 'missing'}", "--task_name=sst-2",
+                                        f"--albert_config_file={mg_fixtures['config']}", f"--output_dir={out}2",
+                                        f"--spm_model_file={SPM}", f"--data_dir={DATA_DIR}/glue", "--do_train"])
+    assert result.returncode == 2
+    assert "--albert_hub_module_handle" in result.stderr.strip().splitlines()[-1]

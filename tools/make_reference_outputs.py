@@ -589,9 +589,9 @@ def verify_fixture(name: str, out_dir: pathlib.Path, stds: dict) -> tuple[list[s
 
 
 def write_readme(out_dir: pathlib.Path, stds: dict, table_fixture: str, stats: list[dict]) -> None:
+    import safetensors
     import torch
     import transformers
-    import safetensors
 
     table = format_tensor_table(tensor_table(out_dir / table_fixture))
     fixture_lines = []

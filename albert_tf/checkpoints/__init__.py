@@ -5,7 +5,10 @@ Formats:
     `module/` prefix is accepted; optimizer slots and `global_step` are ignored);
   * `huggingface`: a directory with `config.json` + `model.safetensors` (or the `.safetensors` file);
   * `keras_hub`: a keras-hub ALBERT preset directory, or a live `keras_hub.models.AlbertBackbone`;
-  * `native`: this project's own TF2 checkpoints (`tf.train.Checkpoint(model=...)`, as training writes).
+  * `native`: this project's own TF2 checkpoints (`tf.train.Checkpoint(model=...)`, as training writes);
+  * `model_garden`: TF Model Garden's TF2 checkpoints (`AlbertEncoder`, `BertPretrainerV2`) and TF-Hub style TF2
+    SavedModels (Model Garden's `export_tfhub`, e.g. `albert_en_base/3`; this project's `tfhub` export).
+A TF1 TF-Hub module directory (`tfhub_module.pb`, the original's `export_to_tfhub.py`) is read as `original`.
 
 `load_checkpoint` returns what was loaded, missing and unused, raises `CheckpointError` naming the variable
 on a shape mismatch, and refuses to leave an encoder weight at its random init.
@@ -18,12 +21,12 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.errors import AlbertError
-from albert_tf.checkpoints import huggingface, keras_hub_format, native, original
+from albert_tf.checkpoints import huggingface, keras_hub_format, model_garden, native, original
 from albert_tf.checkpoints.original import tf1_entries
+from albert_tf.errors import AlbertError
 from albert_tf.model import dummy_inputs
 
-FORMATS = ("original", "huggingface", "keras_hub", "native")
+FORMATS = ("original", "huggingface", "keras_hub", "native", "model_garden")
 
 
 class CheckpointError(AlbertError):
@@ -46,11 +49,14 @@ class LoadResult:
 
 
 def resolve(path):
-    """A checkpoint prefix for a directory holding a TF checkpoint (its latest), else `path` itself."""
+    """A checkpoint prefix for a directory holding a TF checkpoint (its latest), a TF1 TF-Hub module or a TF2
+    SavedModel (their variables), else `path` itself."""
     if isinstance(path, str) and os.path.isdir(path):
         hub_variables = os.path.join(path, "variables", "variables")
         if os.path.exists(os.path.join(path, "tfhub_module.pb")) and os.path.exists(hub_variables + ".index"):
             return hub_variables  # a TF1 TF-Hub module: its variables are a TF1 checkpoint
+        if model_garden.saved_model_variables(path):
+            return hub_variables
         latest = tf.train.latest_checkpoint(path)
         if latest:
             return latest
@@ -73,7 +79,10 @@ def detect_format(path):
     prefix = resolve(path)
     if not os.path.exists(prefix + ".index"):
         raise CheckpointError(f"no checkpoint found at {path!r} (expected a TF checkpoint prefix or directory, "
-                              "a Hugging Face directory with model.safetensors, or a keras-hub preset directory)")
+                              "a Hugging Face directory with model.safetensors, a keras-hub preset directory, "
+                              "a TF-Hub module or a SavedModel)")
+    if model_garden.is_model_garden(prefix):  # before native: a legacy Model Garden root is `model` too
+        return "model_garden"
     return "native" if native.is_native(prefix) else "original"
 
 
@@ -148,11 +157,15 @@ def _load_native(model, arrays, stored_keys):
     return pairs, LoadResult("native", loaded, missing, sorted(unused.values()))
 
 
-def read_arrays(path, fmt, names):
-    """{TF1 name: array} from an original, Hugging Face or keras-hub checkpoint; `names` are the TF1 names
-    the model wants (Hugging Face tensors are selected and re-laid-out by them)."""
+def read_arrays(path, fmt, names, config=None):
+    """{TF1 name: array} from an original, Hugging Face, keras-hub or Model Garden checkpoint; `names` are the
+    TF1 names the model wants (Hugging Face tensors are selected and re-laid-out by them); with the model's
+    `config`, Model Garden's per-head kernels must have its number of heads."""
     if fmt == "original":
         return original.read_tf1(resolve(path))
+    if fmt == "model_garden":
+        heads = config.num_attention_heads if config is not None else None
+        return model_garden.read_tf1_arrays(resolve(path), num_attention_heads=heads)
     if fmt == "huggingface":
         return huggingface.to_tf1_arrays(huggingface.read_hf(path), names)[0]
     if fmt == "keras_hub":
@@ -167,8 +180,9 @@ def load_checkpoint(model, path, init_from_group0=False, allow_missing_encoder=F
     Args:
       model: an `AlbertModel`, `AlbertForPretraining` or task model (built on first use if needed).
       path: a checkpoint prefix or directory, a Hugging Face directory or `.safetensors` file, a keras-hub
-        preset directory, or a `keras_hub.models.AlbertBackbone`.
-      init_from_group0: original format only: initialise every group from group_0 (the original's flag).
+        preset directory, a TF-Hub module or SavedModel directory, or a `keras_hub.models.AlbertBackbone`.
+      init_from_group0: original and Model Garden formats: initialise every group from group_0 (the original's
+        flag).
       allow_missing_encoder: do not raise when encoder weights are absent from the checkpoint.
     Returns:
       a `LoadResult`. Head weights absent from the checkpoint (a new task head) are reported and logged.
@@ -193,7 +207,7 @@ def load_checkpoint(model, path, init_from_group0=False, allow_missing_encoder=F
                 pairs, result = _load_named(model, arrays, fmt)
                 result.unused = sorted(set(tensors) - used - huggingface.TIED_OR_BUFFERS)
             else:
-                arrays = read_arrays(path, fmt, names)
+                arrays = read_arrays(path, fmt, names, config=getattr(model, "config", None))
                 pairs, result = _load_named(model, arrays, fmt, init_from_group0=init_from_group0)
             encoder_missing = [n for n in result.missing if n.startswith("bert/")]
     except ValueError as err:

@@ -8,7 +8,6 @@ mapping is one-to-one.
 import json
 import os
 
-
 from albert_tf.checkpoints.original import Entry, block_entries
 from albert_tf.config import AlbertConfig
 

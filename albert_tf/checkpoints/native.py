@@ -9,6 +9,8 @@ task model by key.
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from albert_tf import keras_internals
+
 ROOT = "model"
 _SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _MAX_DEPTH = 24
@@ -25,7 +27,7 @@ def object_keys(model, root=ROOT):
     keys, seen = {}, set()
 
     def walk(obj, path):
-        for name, child in obj._trackable_children(save_type="checkpoint").items():
+        for name, child in keras_internals.trackable_children(obj).items():
             if id(child) in seen:
                 continue
             seen.add(id(child))
@@ -39,6 +41,24 @@ def object_keys(model, root=ROOT):
         return keys
     walk(model, root)
     return keys
+
+
+def partial_root(model, exclude_ids):
+    """A tree of plain trackable nodes holding `model`'s variables at their checkpoint paths, less those whose id
+    is in `exclude_ids`: `tf.train.Checkpoint(model=partial_root(model, ids))` writes the keys
+    `tf.train.Checkpoint(model=model)` would, without the excluded variables (heads an input did not have)."""
+    root = keras_internals.plain_trackable()
+    for key, variable in object_keys(model).items():
+        if id(variable) in exclude_ids:
+            continue
+        parts = key[len(ROOT) + 1:-len(_SUFFIX)].split("/")
+        node = root
+        for part in parts[:-1]:
+            if not hasattr(node, part):
+                setattr(node, part, keras_internals.plain_trackable())
+            node = getattr(node, part)
+        setattr(node, parts[-1], getattr(variable, "value", variable))
+    return root
 
 
 def _object_graph_keys(reader):

@@ -16,8 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import keras_internals
-from albert_tf.model import (AlbertClassifier, AlbertForMultipleChoice, AlbertForPretraining, AlbertForSquad,
-                             AlbertModel)
+from albert_tf.model import AlbertClassifier, AlbertForMultipleChoice, AlbertForPretraining, AlbertForSquad, AlbertModel
 
 # Names in TF1 checkpoints that are training state, not weights.
 _NON_WEIGHT = re.compile(r"(^|/)(global_step|good_steps|loss_scale|current_loss_scale)$|"

@@ -466,10 +466,12 @@ def _example_proto(features, regression):
 
 
 def tokenizer_fingerprint(tokenizer):
-    """What the features depend on in a `FullTokenizer`: its mode, casing and the hash of its model file."""
+    """What the features depend on in a `FullTokenizer`: its mode, casing, quote rule (caches written when the
+    LaTeX quotes were always mapped have no such field, so they are rebuilt) and the hash of its model file."""
     path = tokenizer.spm_model_file or tokenizer.vocab_file
     return {"mode": "sentencepiece" if tokenizer.is_sentencepiece else "wordpiece",
-            "file_sha256": fileio.file_sha256(path), "do_lower_case": bool(tokenizer.do_lower_case)}
+            "file_sha256": fileio.file_sha256(path), "do_lower_case": bool(tokenizer.do_lower_case),
+            "map_latex_quotes": bool(tokenizer.map_latex_quotes)}
 
 
 @dataclasses.dataclass

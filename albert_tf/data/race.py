@@ -304,6 +304,7 @@ def cache_key(examples, tokenizer, max_seq_length, max_qa_length, order):
     tokenizer_file = tokenizer.spm_model_file or tokenizer.vocab_file
     return {"format": CACHE_FORMAT, "max_seq_length": max_seq_length, "max_qa_length": max_qa_length,
             "do_lower_case": bool(tokenizer.do_lower_case),
+            "latex_quotes": "kept",  # as the original (caches from when they became '"' lack this: rebuilt)
             "tokenizer": fileio.file_sha256(tokenizer_file)[:16] if tokenizer_file else None,
             "examples": len(examples), "data": examples_digest(examples), "order": order}
 

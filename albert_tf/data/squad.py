@@ -45,9 +45,9 @@ import zipfile
 
 import tensorflow as tf
 
-from albert_tf.errors import DataError, UsageError
 from albert_tf import fileio
 from albert_tf.data import records
+from albert_tf.errors import DataError, UsageError
 from albert_tf.text.tokenization import SPIECE_UNDERLINE, preprocess_text
 
 UNIQUE_ID_START = 1000000000
@@ -729,6 +729,7 @@ def features_key(input_file, tokenizer, max_seq_length, doc_stride, max_query_le
         "input_file": fileio.file_sha256(input_file),
         "spm_model_file": fileio.file_sha256(tokenizer.spm_model_file) if tokenizer.spm_model_file else None,
         "do_lower_case": bool(tokenizer.do_lower_case),
+        "map_latex_quotes": bool(tokenizer.map_latex_quotes),  # (absent from caches that always mapped them)
         "max_seq_length": max_seq_length, "doc_stride": doc_stride, "max_query_length": max_query_length,
         "is_training": bool(is_training), "shuffle_seed": shuffle_seed,
     }
@@ -833,8 +834,33 @@ def training_dataset(feature_file, max_seq_length, batch_size, seed=12345, input
         .prefetch(tf.data.AUTOTUNE)
 
 
-def prediction_dataset(feature_file, max_seq_length, global_batch_size, num_features, input_context=None):
+SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "p_mask")
+
+
+def _padded(batch, min_length):
+    """A batch of windows cut to its longest (padded with zeros), padded on to at least `min_length` positions,
+    with `p_mask` 1 on every padding position, as in the features."""
+    pad = tf.maximum(min_length - tf.shape(batch["input_ids"])[1], 0)
+    batch = {name: tf.pad(value, [[0, 0], [0, pad]]) if name in SEQUENCE_FEATURES else value
+             for name, value in batch.items()}
+    batch["p_mask"] = tf.where(batch["input_mask"] == 0, 1, batch["p_mask"])
+    return batch
+
+
+def prediction_dataset(feature_file, max_seq_length, global_batch_size, num_features, input_context=None,
+                       dynamic_padding=False, min_length=1, window_batches=64):
     """Every window of a prediction feature file once (`records.ordered_batches`): the model inputs plus
-    `example_index` (the window's position in the file; -1 for padding)."""
+    `example_index` (the window's position in the file; -1 for padding).
+
+    With `dynamic_padding`, windows are sorted by length within groups of `window_batches` batches and each batch
+    is cut to its longest window (`input_ids`, `input_mask`, `segment_ids`, `p_mask`), but to no fewer than
+    `min_length` positions (the v2.0 head takes its `start_n_top`/`end_n_top` best positions); `example_index`
+    restores file order (`albert_tf.train.predict`).
+    """
     windows = tf.data.TFRecordDataset(feature_file).map(lambda s: _decode(s[None], max_seq_length, False)).unbatch()
-    return records.ordered_batches(windows, num_features, global_batch_size, input_context=input_context)
+    batches = records.ordered_batches(windows, num_features, global_batch_size, input_context=input_context,
+                                      dynamic_padding=dynamic_padding, sequence_features=SEQUENCE_FEATURES,
+                                      sort_window_batches=window_batches)
+    if not dynamic_padding:
+        return batches
+    return batches.map(lambda batch: _padded(batch, min(min_length, max_seq_length)))

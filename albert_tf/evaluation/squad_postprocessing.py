@@ -19,7 +19,6 @@ import numpy as np
 
 from albert_tf import fileio
 
-
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_log_prob", "end_log_prob"])
 RawResultV2 = collections.namedtuple(
     "RawResultV2", ["unique_id", "start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index",

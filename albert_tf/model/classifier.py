@@ -32,6 +32,9 @@ class _OriginalLoss:
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if getattr(self, "loss", None) is not None:
             return super().compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training)
+        if y is None:
+            raise ValueError(f"{type(self).__name__} needs labels: give (x, y) with y the label ids [batch] "
+                             "(the scores for regression)")
         return _mean(self.per_example_loss(y, y_pred), sample_weight)
 
 

@@ -20,6 +20,17 @@ def as_config(config):
     raise TypeError(f"expected an AlbertConfig or a dict, got {type(config).__name__}")
 
 
+def set_remat(model, enabled=True):
+    """Makes the encoder of `model` (an `AlbertModel` or any model holding one under `albert`) recompute each
+    Transformer block's activations in the backward pass (`AlbertEncoder.remat`; the scripts' `--remat`).
+
+    A run-time choice, not part of the model: it changes memory and time, never a value, so it is set on a
+    built model (before its train step is traced) rather than stored in the config.
+    """
+    getattr(model, "albert", model).encoder.remat = bool(enabled)
+    return model
+
+
 def dummy_inputs(batch_size=1, seq_length=2, num_predictions=None):
     """Small all-valid inputs, used to build a model's weights before loading a checkpoint."""
     ones = ops.ones((batch_size, seq_length), "int32")

@@ -10,19 +10,21 @@ import math
 
 import keras
 import keras_hub
+import tensorflow as tf
 from keras import ops
 
 from albert_tf import keras_internals
+from albert_tf.config import layer_group
 
 LAYER_NORM_EPSILON = 1e-12
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 def gelu_tanh(x):
-    """GELU, tanh approximation: what the original release (and its `"gelu"`) computes."""
-    x = ops.convert_to_tensor(x)
-    cdf = 0.5 * (1.0 + ops.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * ops.power(x, 3))))
-    return x * ops.cast(cdf, x.dtype)
+    """GELU, tanh approximation: what the original release (and its `"gelu"`) computes,
+    0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). Computed by `tf.nn.gelu(approximate=True)`, the same
+    formula, whose graph TF's optimiser fuses into the preceding matmul + bias at inference (oneDNN)."""
+    return keras.activations.gelu(x, approximate=True)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -110,18 +112,41 @@ class FactorizedEmbedding(keras.layers.Layer):
         return config
 
 
+def mask_bias(padding_mask):
+    """Additive float32 attention bias [B, 1, 1, T] from a [B, T] mask (1 = real key): 0 for real keys and
+    -10000 for padding, as the original's `attention_layer` adds. Computed once per forward pass and shared
+    by every layer."""
+    mask = ops.cast(padding_mask, "float32")
+    return (1.0 - mask[:, None, None, :]) * -10000.0
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
-    """One post-LayerNorm Transformer block: keras-hub's `TransformerEncoder` with ALBERT's two dropouts.
+    """One post-LayerNorm Transformer block: keras-hub's `TransformerEncoder` weights, ALBERT's computation.
 
-    keras-hub applies a single dropout rate to both the attention probabilities and the hidden outputs; the
-    original config has separate `attention_probs_dropout_prob` and `hidden_dropout_prob`, so this subclass
-    sets the attention-probability rate on the attention layer after the parent builds it. It also computes
-    the attention softmax in float32 under mixed precision (the parent's default path already does so when
-    the attention dropout is zero).
+    The sublayers (and so every weight, its name and its checkpoint key) are keras-hub's; `call` computes the
+    block itself, as the original's `attention_ffn_block` does, in fewer and larger ops than keras-hub's
+    generic path: each projection is one [B*T, H] x [H, H] matmul with a fusable bias add (keras-hub's 3-D
+    einsums run as batched matmuls), the 1/sqrt(head_size) scale is folded into the query kernel, and the
+    padding mask arrives as an additive bias computed once for all layers (`mask_bias`), not rebuilt
+    as a [B, T, T] mask in every layer. The attention softmax runs in float32 under mixed precision.
+
+    ALBERT has separate `attention_probs_dropout_prob` and `hidden_dropout_prob` where keras-hub has one rate,
+    so the attention-probability rate is set on the attention layer after the parent builds it. Dropout
+    masks come from explicit seeds drawn from the three Dropout layers' seed generators
+    (`draw_dropout_seeds`), so a recomputation of the block in the backward pass (`AlbertEncoder(remat=True)`)
+    draws exactly the masks of the forward pass.
 
     Weight layout (kernels of the attention projections are [H, heads, head_size], the output one
     [heads, head_size, H]); `albert_tf.checkpoints` reshapes to and from the original's [H, H].
+
+    Call args:
+      inputs: float [B, T, H].
+      padding_mask: bool or int [B, T], 1 for keys to attend to (or pass `attention_bias`).
+      attention_bias: float32 [B, 1, 1, T], as `mask_bias(padding_mask)` returns.
+      dropout_seeds: None or the three int seeds of `draw_dropout_seeds` (drawn here when None).
+    Returns:
+      float [B, T, H].
     """
 
     def __init__(self, intermediate_dim, num_heads, dropout=0.0, attention_dropout=0.0, **kwargs):
@@ -140,19 +165,91 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
             self.dropout = hidden_dropout
         keras_internals.set_block_dropouts(self, hidden_dropout, self.attention_dropout)
 
+    def draw_dropout_seeds(self, training):
+        """Seeds for the three dropouts of one call (advancing their generators), or None when no dropout
+        applies (inference, or both rates 0)."""
+        if not training or (self.dropout == 0 and self.attention_dropout == 0):
+            return None
+        layers = keras_internals.block_dropout_layers(self)
+        return tuple(layers[k].seed_generator.next() for k in ("attention_probs", "attention_output", "output"))
+
+    def call(self, inputs, padding_mask=None, attention_mask=None, training=None, return_attention_scores=False,
+             attention_bias=None, dropout_seeds=None):
+        if self.normalize_first or attention_mask is not None or return_attention_scores:
+            return super().call(inputs, padding_mask=padding_mask, attention_mask=attention_mask,
+                                training=training, return_attention_scores=return_attention_scores)
+        if attention_bias is None and padding_mask is not None:
+            attention_bias = mask_bias(padding_mask)
+        if dropout_seeds is None:
+            dropout_seeds = self.draw_dropout_seeds(training)
+        return self.forward(inputs, attention_bias, dropout_seeds)
+
+    def forward(self, inputs, bias, seeds=None):
+        """The block as a function of tensors only (`seeds`: None, or the three dropout seeds), so that
+        `tf.recompute_grad` can run it again in the backward pass."""
+        parts = keras_internals.transformer_block_parts(self)
+        dtype = self.compute_dtype
+        hidden = int(inputs.shape[-1])
+        heads = self.num_heads
+        head_size = hidden // heads
+        shape = ops.shape(inputs)
+        batch, length = shape[0], shape[1]
+        x = ops.reshape(inputs, (-1, hidden))
+
+        def project(dense, scale=None):
+            kernel = ops.reshape(ops.cast(dense.kernel, dtype), (hidden, hidden))
+            bias_ = ops.reshape(ops.cast(dense.bias, dtype), (hidden,))
+            if scale is not None:
+                kernel, bias_ = kernel * scale, bias_ * scale
+            y = tf.nn.bias_add(ops.matmul(x, kernel), bias_)
+            return ops.transpose(ops.reshape(y, (batch, length, heads, head_size)), (0, 2, 1, 3))
+
+        q = project(parts["query"], 1.0 / math.sqrt(head_size))  # [B, N, T, D]
+        k = project(parts["key"])
+        v = project(parts["value"])
+        scores = ops.cast(ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))), "float32")  # [B, N, T, T]
+        if bias is not None:  # (Keras casts float call arguments to the compute dtype)
+            scores = scores + ops.cast(bias, "float32")
+        probs = ops.cast(ops.softmax(scores, axis=-1), dtype)
+        probs = _dropout(probs, self.attention_dropout, seeds, 0)
+        context = ops.reshape(ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3)), (-1, hidden))
+        out_dense = parts["attention_output"]
+        attention = tf.nn.bias_add(ops.matmul(context, ops.reshape(ops.cast(out_dense.kernel, dtype),
+                                                                   (hidden, hidden))), ops.cast(out_dense.bias, dtype))
+        attention = _dropout(attention, self.dropout, seeds, 1)
+        x = parts["attention_layer_norm"](x + attention)
+        intermediate = parts["intermediate"](x)
+        output = parts["output"](intermediate)
+        output = _dropout(output, self.dropout, seeds, 2)
+        x = parts["output_layer_norm"](x + output)
+        return ops.reshape(x, shape)
+
     def get_config(self):
         config = super().get_config()
         config["attention_dropout"] = self.attention_dropout
         return config
 
 
+def _dropout(x, rate, seeds, index):
+    """Inverted dropout with an explicit seed (what Keras' Dropout computes with that seed)."""
+    if seeds is None or rate == 0:
+        return x
+    return keras_internals.stateless_dropout(x, rate, seeds[index])
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertEncoder(keras.layers.Layer):
     """`num_hidden_layers` layers computed by `num_hidden_groups` groups of `inner_group_num` shared blocks.
 
-    Layer l (0-based) runs every block of group int(l * num_hidden_groups / num_hidden_layers), in order, as
-    the original does; with the released configs (one group of one block) a single block is reused for every
+    Layer l (0-based) runs every block of group `config.layer_group(l, ...)`, in order, as the original does
+    (any layer and group counts; `groups[g]` is empty for a group no layer runs, which has no weights, as in
+    the original). With the released configs (one group of one block) a single block is reused for every
     layer, so the parameter count does not grow with depth while the compute does.
+
+    With `remat=True` (the scripts' `--remat`) each block call is recomputed in the backward pass
+    (`tf.recompute_grad`): only the block inputs stay in memory between the forward and the backward pass,
+    at the cost of one more forward pass. Gradients are the same (the dropout seeds are drawn once, outside
+    the recomputed function).
 
     Call args:
       hidden_states: float [B, T, H].
@@ -163,7 +260,7 @@ class AlbertEncoder(keras.layers.Layer):
 
     def __init__(self, num_hidden_layers, num_hidden_groups, inner_group_num, num_attention_heads,
                  intermediate_size, hidden_act="gelu", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                 initializer_range=0.02, **kwargs):
+                 initializer_range=0.02, remat=False, **kwargs):
         super().__init__(**kwargs)
         self.num_hidden_layers = num_hidden_layers
         self.num_hidden_groups = num_hidden_groups
@@ -174,10 +271,12 @@ class AlbertEncoder(keras.layers.Layer):
         self.hidden_dropout_prob = hidden_dropout_prob
         self.attention_probs_dropout_prob = attention_probs_dropout_prob
         self.initializer_range = initializer_range
+        self.remat = remat
         self.groups = []
+        used = {self.group_of_layer(l) for l in range(num_hidden_layers)}
         for g in range(num_hidden_groups):
             group = []
-            for i in range(inner_group_num):
+            for i in range(inner_group_num if g in used else 0):
                 block = AlbertTransformerBlock(
                     intermediate_size, num_attention_heads, dropout=hidden_dropout_prob,
                     attention_dropout=attention_probs_dropout_prob, activation=get_activation(hidden_act),
@@ -189,8 +288,8 @@ class AlbertEncoder(keras.layers.Layer):
             self.groups.append(tuple(group))
 
     def group_of_layer(self, layer_index):
-        """The group whose blocks compute layer `layer_index` (the original's formula)."""
-        return int(layer_index * self.num_hidden_groups / self.num_hidden_layers)
+        """The group whose blocks compute layer `layer_index` (the original's formula, `config.layer_group`)."""
+        return layer_group(layer_index, self.num_hidden_layers, self.num_hidden_groups)
 
     def build(self, hidden_states_shape, padding_mask_shape=None):
         for group in self.groups:
@@ -199,10 +298,16 @@ class AlbertEncoder(keras.layers.Layer):
         self.built = True
 
     def call(self, hidden_states, padding_mask=None, training=None):
+        bias = None if padding_mask is None else mask_bias(padding_mask)
         outputs = []
         for layer_index in range(self.num_hidden_layers):
             for block in self.groups[self.group_of_layer(layer_index)]:
-                hidden_states = block(hidden_states, padding_mask=padding_mask, training=training)
+                seeds = block.draw_dropout_seeds(training)
+                if self.remat and training:
+                    hidden_states = _recomputed(block, hidden_states, bias, seeds)
+                else:
+                    hidden_states = block(hidden_states, attention_bias=bias, dropout_seeds=seeds,
+                                          training=training)
             outputs.append(hidden_states)
         return outputs
 
@@ -213,8 +318,21 @@ class AlbertEncoder(keras.layers.Layer):
                       intermediate_size=self.intermediate_size, hidden_act=self.hidden_act,
                       hidden_dropout_prob=self.hidden_dropout_prob,
                       attention_probs_dropout_prob=self.attention_probs_dropout_prob,
-                      initializer_range=self.initializer_range)
+                      initializer_range=self.initializer_range, remat=self.remat)
         return config
+
+
+def _recomputed(block, hidden_states, bias, seeds):
+    """`block.forward` under `tf.recompute_grad`: its activations are recomputed in the backward pass. The
+    wrapped function takes tensors only (positional), as `tf.recompute_grad` requires in a graph."""
+    tensors = [hidden_states] + ([] if bias is None else [bias]) + list(seeds or ())
+
+    def run(x, *rest):
+        b = rest[0] if bias is not None else None
+        s = rest[1:] if bias is not None else rest
+        return block.forward(x, b, tuple(s) or None)
+
+    return tf.recompute_grad(run)(*tensors)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

@@ -19,7 +19,7 @@ def global_sum(value):
 
 def global_mean(values, weights=None, epsilon=0.0):
     """This replica's share of the global weighted mean: sum(values * weights) / (sum of the weights over every
-    replica + epsilon). Without weights, every value has weight 1."""
+    replica + epsilon), 0 when that total is 0. Without weights, every value has weight 1."""
     values = tf.cast(values, tf.float32)
     weights = tf.ones_like(values) if weights is None else tf.cast(weights, tf.float32)
-    return tf.reduce_sum(values * weights) / (global_sum(tf.reduce_sum(weights)) + epsilon)
+    return tf.math.divide_no_nan(tf.reduce_sum(values * weights), global_sum(tf.reduce_sum(weights)) + epsilon)

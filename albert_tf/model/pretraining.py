@@ -4,6 +4,10 @@ sentence-order head, and the original's pretraining loss.
 The loss is the original's: masked-LM cross-entropy weighted by `masked_lm_weights`,
 sum / (sum of weights + 1e-5), plus the mean sentence-order cross-entropy. Both are normalised by their totals
 over the global batch (`losses.global_mean`), which on one device is exactly the original's formula.
+
+Keras' sample weights ([B], from `fit(..., sample_weight=...)` or `train_on_batch(x, y, w)`) multiply each
+example's `masked_lm_weights` and weight its sentence-order loss; both terms stay weighted means, and the
+reported losses and accuracies are the same weighted means.
 """
 
 import keras
@@ -12,6 +16,7 @@ from keras import ops
 
 from albert_tf.model import losses
 from albert_tf.model.encoder import AlbertModel, as_config
+from albert_tf.model.feature_labels import LabelsInFeatures, example_weights, merge_labels
 from albert_tf.model.layers import MaskedLMHead, truncated_normal
 
 MLM_EPSILON = 1e-5
@@ -31,7 +36,7 @@ def pretraining_losses(outputs, features):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertForPretraining(keras.Model):
+class AlbertForPretraining(LabelsInFeatures, keras.Model):
     """ALBERT with the masked-LM head (tied to the word embeddings) and the sentence-order head.
 
     Call args:
@@ -41,8 +46,9 @@ class AlbertForPretraining(keras.Model):
       (label 1 = the two segments were swapped).
 
     Trained on batches of pretraining features (the inputs plus `masked_lm_ids`, `masked_lm_weights`,
-    `next_sentence_labels`), it reports the original's metrics: masked_lm_accuracy, masked_lm_loss,
-    sentence_order_accuracy, sentence_order_loss, and loss (their sum).
+    `next_sentence_labels`: one dict, or the inputs and a dict of those three as `(x, y)`), it reports the
+    original's metrics: masked_lm_accuracy, masked_lm_loss, sentence_order_accuracy, sentence_order_loss, and loss
+    (their sum).
     """
 
     def __init__(self, config, **kwargs):
@@ -75,10 +81,21 @@ class AlbertForPretraining(keras.Model):
         outputs["sop_logits"] = ops.cast(self.seq_relationship(outputs["pooled_output"]), "float32")
         return outputs
 
+    @staticmethod
+    def _weights(features, sample_weight):
+        """(MLM weights [B, P], SOP weights [B] or None) with the sample weights applied."""
+        mlm_weights = tf.cast(features["masked_lm_weights"], tf.float32)
+        sample_weight = example_weights(sample_weight)
+        if sample_weight is None:
+            return mlm_weights, None
+        return mlm_weights * sample_weight[:, None], sample_weight
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        mlm_loss, _, sop_loss, _ = pretraining_losses(y_pred, x)
-        return (losses.global_mean(mlm_loss, x["masked_lm_weights"], epsilon=MLM_EPSILON)
-                + losses.global_mean(sop_loss))
+        features = merge_labels(type(self).__name__, x, y)
+        mlm_loss, _, sop_loss, _ = pretraining_losses(y_pred, features)
+        mlm_weights, sop_weights = self._weights(features, sample_weight)
+        return (losses.global_mean(mlm_loss, mlm_weights, epsilon=MLM_EPSILON)
+                + losses.global_mean(sop_loss, sop_weights))
 
     @property
     def metrics(self):
@@ -86,12 +103,13 @@ class AlbertForPretraining(keras.Model):
                 self.sentence_order_loss]
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        mlm_loss, mlm_correct, sop_loss, sop_correct = pretraining_losses(y_pred, x)
-        weights = tf.cast(x["masked_lm_weights"], tf.float32)
+        features = merge_labels(type(self).__name__, x, y)
+        mlm_loss, mlm_correct, sop_loss, sop_correct = pretraining_losses(y_pred, features)
+        weights, sop_weights = self._weights(features, sample_weight)
         self.masked_lm_accuracy.update_state(mlm_correct, sample_weight=weights)
         self.masked_lm_loss.update_state(mlm_loss, sample_weight=weights)
-        self.sentence_order_accuracy.update_state(sop_correct)
-        self.sentence_order_loss.update_state(sop_loss)
+        self.sentence_order_accuracy.update_state(sop_correct, sample_weight=sop_weights)
+        self.sentence_order_loss.update_state(sop_loss, sample_weight=sop_weights)
         results = {m.name: m.result() for m in self.metrics}
         results["loss"] = results["masked_lm_loss"] + results["sentence_order_loss"]
         return results

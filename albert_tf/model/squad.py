@@ -17,7 +17,8 @@ v2.0 (`version_2=True`), as the original's `create_v2_model` (XLNet's answer ver
 * loss: (start + end cross-entropy) / 2 + 0.5 x the sigmoid cross-entropy of `cls_logits` against `is_impossible`.
 
 The masking and softmaxes run in float32 under mixed precision. Losses are normalised by the global batch (summed
-over replicas, `losses.global_mean`), so a distributed step equals a single-device step on the same batch.
+over replicas, `losses.global_mean`), so a distributed step equals a single-device step on the same batch. Keras'
+sample weights ([B]) make each of the three losses (and the reported ones) a weighted mean over the examples.
 """
 
 import keras
@@ -25,6 +26,7 @@ import tensorflow as tf
 from keras import ops
 
 from albert_tf.model import losses
+from albert_tf.model.feature_labels import LabelsInFeatures, example_weights, merge_labels
 from albert_tf.model.layers import truncated_normal
 from albert_tf.model.task_model import TaskModel
 
@@ -48,7 +50,7 @@ def _masked(logits, p_mask):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertForSquad(TaskModel):
+class AlbertForSquad(LabelsInFeatures, TaskModel):
     """ALBERT with the original's SQuAD head (see module docstring).
 
     Args:
@@ -68,8 +70,9 @@ class AlbertForSquad(TaskModel):
         `end_top_log_probs`/`end_top_index` [B, start_n_top * end_n_top] (ends of start i at i * end_n_top + j),
         `cls_logits` [B].
 
-    `fit` takes batches of feature dicts (no separate labels): the inputs plus `start_positions`,
-    `end_positions` and (v2.0) `is_impossible`; it reports `loss`, `start_loss`, `end_loss` (and `cls_loss`).
+    `fit` takes batches of feature dicts: the inputs plus `start_positions`, `end_positions` and (v2.0)
+    `is_impossible`, in one dict or as `(x, y)` with those in `y`; it reports `loss`, `start_loss`, `end_loss`
+    (and `cls_loss`).
     """
 
     def __init__(self, config, version_2=False, start_n_top=5, end_n_top=5, dropout_prob=0.1, **kwargs):
@@ -187,15 +190,17 @@ class AlbertForSquad(TaskModel):
         return start, end, cls
 
     @staticmethod
-    def total_loss(start, end, cls):
-        """(start + end) / 2 (+ 0.5 x cls), each the mean over the global batch (this replica's share)."""
-        loss = (losses.global_mean(start) + losses.global_mean(end)) / 2.0
+    def total_loss(start, end, cls, weights=None):
+        """(start + end) / 2 (+ 0.5 x cls), each the (`weights`-weighted) mean over the global batch (this
+        replica's share)."""
+        loss = (losses.global_mean(start, weights) + losses.global_mean(end, weights)) / 2.0
         if cls is not None:
-            loss += 0.5 * losses.global_mean(cls)
+            loss += 0.5 * losses.global_mean(cls, weights)
         return loss
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        return self.total_loss(*self.compute_losses(y_pred, x))
+        features = merge_labels(type(self).__name__, x, y)
+        return self.total_loss(*self.compute_losses(y_pred, features), weights=example_weights(sample_weight))
 
     @property
     def metrics(self):
@@ -203,11 +208,12 @@ class AlbertForSquad(TaskModel):
         return trackers + ([self.cls_loss_tracker] if self.cls_loss_tracker is not None else [])
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        start, end, cls = self.compute_losses(y_pred, x)
+        start, end, cls = self.compute_losses(y_pred, merge_labels(type(self).__name__, x, y))
+        weights = example_weights(sample_weight)
         per_example = (start + end) / 2.0 + (0.5 * cls if cls is not None else 0.0)
-        self.loss_tracker.update_state(per_example)
-        self.start_loss_tracker.update_state(start)
-        self.end_loss_tracker.update_state(end)
+        self.loss_tracker.update_state(per_example, sample_weight=weights)
+        self.start_loss_tracker.update_state(start, sample_weight=weights)
+        self.end_loss_tracker.update_state(end, sample_weight=weights)
         if cls is not None:
-            self.cls_loss_tracker.update_state(cls)
+            self.cls_loss_tracker.update_state(cls, sample_weight=weights)
         return {m.name: m.result() for m in self.metrics}

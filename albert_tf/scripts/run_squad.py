@@ -69,6 +69,10 @@ flags.DEFINE_float("null_score_diff_threshold", None, "v2.0: answer \"\" when a 
 flags.DEFINE_bool("use_einsum", True, "Accepted for compatibility and unused: the attention here always runs as "
                                        "einsums.")
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModels (ids/ and text/).")
+flags.DEFINE_bool("dynamic_padding", True, "SQuAD 2.0: predict in batches of windows of similar length, each cut to "
+                                           "its longest window (same predictions, less work; else padded to "
+                                           "--max_seq_length). v1.1 and TPUs always pad to --max_seq_length (the "
+                                           "original's v1.1 n-best ranks padding positions too).")
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, the example shuffle and the input order.")
 cli.define_hub_module_flag()
 cli.define_tpu_flags()

@@ -53,7 +53,7 @@ def _mirror_child(child, memo, types):
         return items or None
     if isinstance(child, _FUNCTION_TYPES):
         return None  # Keras' own traced functions (e.g. `_default_save_signature`) are not part of the export
-    if isinstance(child, tf.__internal__.tracking.Trackable):
+    if keras_internals.is_trackable(child):
         return _mirror(child, memo, types)
     return None
 
@@ -66,7 +66,7 @@ def _mirror(obj, memo, types):
     if isinstance(obj, variable_type):
         result = obj.value  # the tf.Variable the graph reads
     elif isinstance(obj, object_types):
-        result = tf.__internal__.tracking.AutoTrackable()
+        result = keras_internals.plain_trackable()
         memo[key] = result  # before the children: shared sub-layers map to one node
         # "checkpoint" children: the weights and resources, without listing (and so tracing) Keras' functions.
         for name, child in keras_internals.trackable_children(obj).items():
@@ -95,7 +95,7 @@ def _module_functions(module):
 
 
 def _mirror_module(module, memo, types):
-    result = tf.__internal__.tracking.AutoTrackable()
+    result = keras_internals.plain_trackable()
     memo[id(module)] = result
     for name, child in keras_internals.trackable_children(module).items():
         mirrored = _mirror_child(child, memo, types)

@@ -1,11 +1,16 @@
 """TFLite: the id-input model (an encoder, a task model, or an exported SavedModel) as a flatbuffer with a fixed
 sequence length, in float32 or with dynamic-range int8 weights, checked against the model it came from.
 
+The conversion uses TFLite's builtin ops only (ALBERT's encoder and heads need nothing else), so the file runs
+on any TFLite runtime. A model that needs TensorFlow ops is refused naming them, unless `allow_select_tf_ops`,
+which converts with SELECT_TF_OPS (the file then needs the TensorFlow-ops delegate, "Flex").
+
 `TFLiteModel` runs one; `compare_outputs` measures agreement and accuracy.
 """
 
 import dataclasses
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -18,11 +23,13 @@ from albert_tf.checkpoints import ensure_built
 from albert_tf.serving.savedmodel import ID_FEATURES, ExportError, serving_root
 
 QUANTIZE_MODES = (None, "dynamic_int8")
+_NOT_BUILTIN = re.compile(r"'(tf\.[A-Za-z0-9_]+)' op is neither a custom op nor a flex op")
 
 @dataclasses.dataclass
 class TFLiteExport:
     """What `export_tflite` wrote: the file, its size, its fixed input shape, its outputs, and (with `verify`)
-    the largest absolute difference of each float output from the source model on sample inputs."""
+    the largest absolute difference of each float output from the source model on sample inputs, or why it
+    could not be measured (`unverified`: SELECT_TF_OPS without a Flex delegate in this Python)."""
 
     path: str
     size_bytes: int
@@ -32,6 +39,7 @@ class TFLiteExport:
     outputs: tuple
     max_abs_diff: dict = None
     select_tf_ops: bool = False
+    unverified: str = None
 
     def summary(self):
         kind = "float32" if not self.quantize else f"{self.quantize} (dynamic-range int8 weights)"
@@ -43,6 +51,8 @@ class TFLiteExport:
         if self.max_abs_diff:
             diffs = ", ".join(f"{k} {v:.3g}" for k, v in sorted(self.max_abs_diff.items()))
             lines.append(f"  max abs diff vs the source model: {diffs}")
+        if self.unverified:
+            lines.append(f"  not verified: {self.unverified}")
         return "\n".join(lines)
 
 
@@ -158,8 +168,34 @@ def sample_id_inputs(shape, vocab_size=None, seed=0):
     return {"input_ids": ids * mask, "input_mask": mask, "segment_ids": segments}
 
 
+def ops_not_builtin(error):
+    """The TensorFlow ops a failed builtin-only conversion could not express (sorted names such as "tf.Cumprod"),
+    from the converter's structured errors or, failing those, its message."""
+    names = {e.operator.name for e in getattr(error, "errors", None) or ()
+             if "neither a custom op nor a flex op" in e.error_message and e.operator.name}
+    return sorted(names or set(_NOT_BUILTIN.findall(str(error))))
+
+
+def _convert(converter, allow_select_tf_ops):
+    """(flatbuffer, whether SELECT_TF_OPS was needed): builtin ops first; SELECT_TF_OPS only if allowed."""
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    try:
+        return converter.convert(), False
+    except Exception as err:  # pylint: disable=broad-except  (ConverterError and friends)
+        ops = ops_not_builtin(err)
+        if not ops:
+            first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+            raise ExportError(f"TFLite conversion failed: {first[:500]}") from None
+        if not allow_select_tf_ops:
+            raise ExportError(f"the model needs TensorFlow ops that are not TFLite builtins: {', '.join(ops)}; "
+                              "pass --allow_select_tf_ops (allow_select_tf_ops=True) to convert with "
+                              "SELECT_TF_OPS, which needs the TensorFlow-ops (Flex) delegate at run time") from None
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
+    return converter.convert(), True
+
+
 def export_tflite(model_or_savedmodel, path, quantize=None, seq_length=128, overwrite=False, verify=True,
-                  allow_select_tf_ops=True):
+                  allow_select_tf_ops=False):
     """Converts the id-input model to a TFLite flatbuffer at `path`; returns a `TFLiteExport`.
 
     Args:
@@ -173,8 +209,9 @@ def export_tflite(model_or_savedmodel, path, quantize=None, seq_length=128, over
       seq_length: the fixed sequence length of the inputs (the batch size stays free); at most
         max_position_embeddings.
       verify: run both models on sample inputs and record each float output's max abs difference.
-      allow_select_tf_ops: if the builtin TFLite ops cannot express the model, retry with SELECT_TF_OPS (recorded
-        in the result; ALBERT's encoder and heads convert with builtin ops only).
+      allow_select_tf_ops: if the builtin TFLite ops cannot express the model, convert with SELECT_TF_OPS
+        (recorded in the result) instead of raising an ExportError that names the ops. ALBERT's encoder and
+        heads convert with builtin ops only.
     """
     if quantize not in QUANTIZE_MODES:
         raise ExportError(f"unknown quantize mode {quantize!r}; known: none, {', '.join(QUANTIZE_MODES[1:])}")
@@ -206,21 +243,12 @@ def export_tflite(model_or_savedmodel, path, quantize=None, seq_length=128, over
     module.model = owner
     module.serve = serve
     work = tempfile.mkdtemp(prefix="albert_tflite_")
-    select_tf_ops = False
     try:
         tf.saved_model.save(serving_root(module), work, signatures={"serving_default": serve})
         converter = tf.lite.TFLiteConverter.from_saved_model(work)
         if quantize == "dynamic_int8":
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-        try:
-            flatbuffer = converter.convert()
-        except Exception as err:  # pylint: disable=broad-except  (ConverterError and friends)
-            if not allow_select_tf_ops:
-                raise ExportError(f"TFLite conversion with builtin ops failed: {err}") from None
-            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
-            flatbuffer = converter.convert()
-            select_tf_ops = True
+        flatbuffer, select_tf_ops = _convert(converter, allow_select_tf_ops)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -235,7 +263,13 @@ def export_tflite(model_or_savedmodel, path, quantize=None, seq_length=128, over
     if verify:
         sample = sample_id_inputs([2] + dims[1:], vocab_size)
         expected = {k: v.numpy() for k, v in serve(**{k: tf.constant(v) for k, v in sample.items()}).items()}
-        got = lite(**sample)
+        try:
+            got = lite(**sample)
+        except RuntimeError as err:
+            if not select_tf_ops or "Flex" not in str(err):
+                raise
+            result.unverified = "this Python's TFLite interpreter has no Flex delegate to run SELECT_TF_OPS"
+            return result
         result.max_abs_diff = {name: float(np.max(np.abs(got[name].astype(np.float64) - value)))
                                for name, value in expected.items() if value.dtype.kind == "f"}
     return result

@@ -1,7 +1,9 @@
 """Exports from a checkpoint, by type (what `export_model.py` runs): each type is the serving export of a task.
 
 `EXPORT_TYPES` lists them: the encoder (TF-Hub style) and the text preprocessing model, each task's SavedModel
-(classifier, squad, race), and TFLite of the id-input models.
+(classifier, squad, race), TFLite of the id-input models, and the encoder and preprocessing model with TF Model
+Garden's TF-Hub interface (`tfhub`, `tfhub_preprocessing`: what `albert_en_base/3` and `albert_en_preprocess/3`
+offer).
 """
 
 import json
@@ -11,6 +13,7 @@ import shutil
 import tensorflow as tf
 
 from albert_tf import checkpoints, fileio
+from albert_tf.checkpoints import model_garden
 from albert_tf.config import AlbertConfig
 from albert_tf.data import glue
 from albert_tf.errors import UsageError
@@ -20,13 +23,15 @@ from albert_tf.serving.encoder import export_encoder, export_preprocessing
 from albert_tf.serving.race import export_race_model
 from albert_tf.serving.savedmodel import ID_FEATURES, ExportError
 from albert_tf.serving.squad import export_squad_model
+from albert_tf.serving.tfhub import export_tfhub, export_tfhub_preprocessing
 from albert_tf.serving.tflite import QUANTIZE_MODES, TFLiteModel, compare_outputs, export_tflite
 from albert_tf.tasks.classification import build_classifier
 from albert_tf.tasks.race import build_model as build_race_model
 from albert_tf.tasks.squad import TrainableSquad
 from albert_tf.text.tokenization import FullTokenizer
 
-EXPORT_TYPES = ("encoder", "preprocessing", "classifier", "squad", "race", "tflite")
+EXPORT_TYPES = ("encoder", "preprocessing", "classifier", "squad", "race", "tflite", "tfhub", "tfhub_preprocessing")
+TEXT_ONLY_TYPES = ("preprocessing", "tfhub_preprocessing")
 TFLITE_MODELS = ("encoder", "classifier", "squad", "race")
 
 
@@ -79,6 +84,21 @@ def build_model(kind, config, init_checkpoint, num_labels=2, version_2=False, st
     return model, result
 
 
+def build_pretraining_or_encoder(config, init_checkpoint):
+    """`AlbertForPretraining` with `init_checkpoint` when it has the masked-LM head (the sentence-order head may
+    be missing: Model Garden's formats have none), else `AlbertModel`; returns (model, LoadResult)."""
+    if not init_checkpoint:
+        raise UsageError("--init_checkpoint is required for this export type")
+    model = AlbertForPretraining(config)
+    model(dummy_inputs(num_predictions=1), training=False)
+    result = checkpoints.load_checkpoint(model, init_checkpoint)
+    if any(name.startswith("cls/predictions/") for name in result.missing):
+        model = AlbertModel(config)
+        model(dummy_inputs(), training=False)
+        result = checkpoints.load_checkpoint(model, init_checkpoint)
+    return model, result
+
+
 def _eval_features(task, data_dir, tokenizer, seq_length, max_examples):
     processor = glue.get_processor(task)
     if processor.is_regression:
@@ -93,9 +113,10 @@ def _eval_features(task, data_dir, tokenizer, seq_length, max_examples):
 def export(export_type, export_dir, overwrite=False, albert_config_file=None, init_checkpoint=None,
         spm_model_file=None, vocab_file=None, do_lower_case=True, max_seq_length=None, num_labels=2,
         label_list=None, threshold=None, version_2_with_negative=False, max_query_length=64, max_answer_length=30,
-        start_n_top=5, end_n_top=5, null_score_diff_threshold=None, max_qa_length=None, tflite_model="encoder",
+        doc_stride=128, n_best_size=20, start_n_top=5, end_n_top=5, null_score_diff_threshold=None,
+        max_qa_length=None, tflite_model="encoder",
         source_saved_model=None, quantize=None, eval_task=None, eval_data_dir=None, eval_max_examples=1000,
-        log=print):
+        allow_select_tf_ops=False, log=print):
     """Writes the export; returns a dict describing it (`export_dir`, and per type `dirs`, `tflite`, `eval`).
 
     Raises UsageError (bad flags), ExportError, CheckpointError, ConfigError or TokenizerError with a message.
@@ -112,9 +133,15 @@ def export(export_type, export_dir, overwrite=False, albert_config_file=None, in
         raise UsageError(f"unknown --tflite_model {tflite_model!r}; known: {', '.join(TFLITE_MODELS)}")
 
     config = None
+    needs_model = export_type not in TEXT_ONLY_TYPES and not (export_type == "tflite" and source_saved_model)
+    if not albert_config_file and needs_model and init_checkpoint:
+        albert_config_file = model_garden.config_file_beside(init_checkpoint)  # e.g. a hub module's assets/
+        if not albert_config_file:
+            raise UsageError(f"--albert_config_file is required for this export type: the weights do not give the "
+                             f"number of layers and heads, and {init_checkpoint} has no "
+                             f"{model_garden.CONFIG_NAME} beside it")
     if albert_config_file:
         config = AlbertConfig.from_json_file(albert_config_file)
-    needs_model = export_type != "preprocessing" and not (export_type == "tflite" and source_saved_model)
     if needs_model and config is None:
         raise UsageError("--albert_config_file is required for this export type")
     default_length = {"squad": 384, "race": 512}.get(export_type, 128)
@@ -130,6 +157,19 @@ def export(export_type, export_dir, overwrite=False, albert_config_file=None, in
             export_dir, spm_model_file=spm_model_file, vocab_file=None if spm_model_file else vocab_file,
             do_lower_case=do_lower_case, max_seq_length=seq_length,
             max_position_embeddings=config.max_position_embeddings if config else None, overwrite=overwrite)
+        return outcome
+    if export_type == "tfhub_preprocessing":
+        outcome["export_dir"] = export_tfhub_preprocessing(
+            export_dir, spm_model_file=spm_model_file, vocab_file=None if spm_model_file else vocab_file,
+            do_lower_case=do_lower_case, seq_length=seq_length, overwrite=overwrite)
+        return outcome
+    if export_type == "tfhub":
+        model, result = build_pretraining_or_encoder(config, init_checkpoint)
+        log(f"Loaded {result}")
+        outcome["model"] = type(model).__name__
+        outcome["export_dir"] = export_tfhub(model, export_dir, spm_model_file=spm_model_file,
+                                             vocab_file=None if spm_model_file else vocab_file,
+                                             do_lower_case=do_lower_case, overwrite=overwrite)
         return outcome
 
     if export_type == "tflite":
@@ -147,7 +187,7 @@ def export(export_type, export_dir, overwrite=False, albert_config_file=None, in
                                 replace_directory_ok=True) as tmp_dir:
             tf.io.gfile.makedirs(tmp_dir)
             info = export_tflite(source, os.path.join(tmp_dir, "model.tflite"), quantize=quantize,
-                                 seq_length=seq_length)
+                                 seq_length=seq_length, allow_select_tf_ops=allow_select_tf_ops)
             outcome["tflite"] = info
             if eval_task:
                 if head != "classifier":
@@ -168,6 +208,7 @@ def export(export_type, export_dir, overwrite=False, albert_config_file=None, in
                        "size_bytes": info.size_bytes, "inputs": list(ID_FEATURES),
                        "input_shape": list(info.input_shape), "outputs": list(info.outputs),
                        "max_abs_diff_vs_float32_model": info.max_abs_diff, "select_tf_ops": info.select_tf_ops,
+                       "not_verified": info.unverified,
                        "tokenizer_file": os.path.basename(tokenizer_file) if tokenizer_file else None,
                        "do_lower_case": do_lower_case, "eval": outcome.get("eval")}
             with open(os.path.join(tmp_dir, "tflite_info.json"), "w", encoding="utf-8") as f:
@@ -196,7 +237,8 @@ def export(export_type, export_dir, overwrite=False, albert_config_file=None, in
             shutil.rmtree(export_dir)
         outcome["dirs"] = export_squad_model(
             model, export_dir, spm_model_file=spm_model_file, do_lower_case=do_lower_case,
-            max_seq_length=seq_length, max_query_length=max_query_length, max_answer_length=max_answer_length,
+            max_seq_length=seq_length, doc_stride=doc_stride, max_query_length=max_query_length,
+            max_answer_length=max_answer_length, n_best_size=n_best_size,
             null_score_diff_threshold=null_score_diff_threshold, overwrite=overwrite)
         outcome["export_dir"] = os.path.abspath(export_dir)
     elif export_type == "race":

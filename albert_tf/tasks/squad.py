@@ -4,9 +4,11 @@ selects v2.0).
 What differs from the other tasks:
 
 * data: `data.squad` reads the JSON, aligns SentencePiece pieces to the context characters and cuts windows
-  (`doc_stride`); windows are cached as TFRecords; the number of training steps comes from the number of
-  training questions, `questions / train_batch_size x num_train_epochs`, with `warmup_proportion` of them warm-up
-  (AdamW), as the original;
+  (`doc_stride`); windows are cached as TFRecords; v2.0 predicts in batches of windows of similar length cut to
+  their longest (`dynamic_padding`; the same predictions: the head masks padding), v1.1 at max_seq_length (the
+  original's n-best ranks every position's logit, padding included, so cutting would change answers); the number
+  of training steps comes from the number of training questions, `questions / train_batch_size x
+  num_train_epochs`, with `warmup_proportion` of them warm-up (AdamW), as the original;
 * the model: `AlbertForSquad` (the v1.1 span head, or v2.0's answer verifier);
 * evaluation: prediction of `predict_file`, post-processing (`evaluation.squad_postprocessing`) and the official
   scores when the file has answers; the best checkpoint is picked by F1, as the original's polling loop did;
@@ -20,6 +22,7 @@ import logging
 import os
 
 import keras
+import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.data import squad
@@ -27,6 +30,7 @@ from albert_tf.errors import UsageError
 from albert_tf.evaluation import squad as squad_evaluation
 from albert_tf.evaluation import squad_postprocessing as post
 from albert_tf.model import AlbertForSquad, dummy_inputs
+from albert_tf.model.squad import NEG_INF
 from albert_tf.serving.squad import export_squad_model
 from albert_tf.tasks.base import TaskBase
 from albert_tf.text.tokenization import FullTokenizer
@@ -36,6 +40,7 @@ from albert_tf.train.runner import RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids", "p_mask")
+PER_POSITION = ("start_logits", "end_logits", "start_log_probs")
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -76,7 +81,20 @@ class SquadParams(RuntimeParams):
     end_n_top: int = 5
     dropout_prob: float = 0.1
     null_score_diff_threshold: float = None
+    dynamic_padding: bool = True
     export_dir: str = None
+
+
+def padded_to(model, seq_length):
+    """`model` for batches cut to their longest window (v2.0's dynamic padding), with its per-position outputs
+    (`start_logits`, `end_logits`, `start_log_probs` [B, T]) padded back to [B, seq_length] with -1e30, the
+    masked value, so every batch gives arrays of one shape. The positions added never hold an answer."""
+    def call(inputs, training=False):
+        outputs = model(inputs, training=training)
+        return {name: tf.pad(value, [[0, 0], [0, seq_length - tf.shape(value)[1]]], constant_values=-NEG_INF)
+                if name in PER_POSITION else value for name, value in outputs.items()}
+
+    return call
 
 
 def evaluate_predictions(dataset, version_2, predictions, null_odds=None, best_non_null=None):
@@ -106,6 +124,7 @@ class SquadTask(TaskBase):
         self.predict_set = None
         self.gold = None
         self.threshold = None  # v2.0: the null threshold the last prediction used (served by the export)
+        self.static_shapes = False  # TPUs: windows padded to max_seq_length
 
     def check(self, params, strategy):
         if not (params.do_train or params.do_predict or params.export_dir):
@@ -115,6 +134,7 @@ class SquadTask(TaskBase):
         if params.do_predict and not params.predict_file:
             raise UsageError("--do_predict needs --predict_file")
         squad.check_lengths(params.max_seq_length, params.max_query_length, params.doc_stride)
+        self.static_shapes = isinstance(strategy, tf.distribute.TPUStrategy)
         if params.version_2_with_negative and (params.start_n_top > params.max_seq_length
                                                or params.end_n_top > params.max_seq_length):
             raise UsageError("--start_n_top and --end_n_top must not exceed --max_seq_length")
@@ -189,9 +209,13 @@ class SquadTask(TaskBase):
     def _answers(self, model, params, strategy):
         """Predictions of `predict_file` with the model's weights: (files' contents, results, outcome extras)."""
         data = self.predict_set
+        # v1.1 pads to max_seq_length: the original's n-best ranks the logits of every position, padding included.
+        dynamic = params.dynamic_padding and params.version_2_with_negative and not self.static_shapes
         outputs = predict_in_order(
-            model, lambda context: squad.prediction_dataset(data.feature_file, params.max_seq_length,
-                                                            params.predict_batch_size, data.num_features, context),
+            padded_to(model, params.max_seq_length) if dynamic else model,
+            lambda context: squad.prediction_dataset(
+                data.feature_file, params.max_seq_length, params.predict_batch_size, data.num_features, context,
+                dynamic_padding=dynamic, min_length=max(params.start_n_top, params.end_n_top)),
             data.num_features, params.predict_batch_size, INPUT_KEYS, strategy)
         unique_ids = [f.unique_id for f in data.features]
         result_dict, examples, features = {}, data.examples, data.features
@@ -247,9 +271,9 @@ class SquadTask(TaskBase):
         threshold = self.threshold if self.threshold is not None else params.null_score_diff_threshold
         return export_squad_model(model, base, spm_model_file=params.spm_model_file,
                                   do_lower_case=params.do_lower_case, max_seq_length=params.max_seq_length,
-                                  max_query_length=params.max_query_length,
-                                  max_answer_length=params.max_answer_length, null_score_diff_threshold=threshold,
-                                  version=step)
+                                  doc_stride=params.doc_stride, max_query_length=params.max_query_length,
+                                  max_answer_length=params.max_answer_length, n_best_size=params.n_best_size,
+                                  null_score_diff_threshold=threshold, version=step)
 
 
 def run_squad(params):

@@ -5,7 +5,8 @@
 in both of `FullTokenizer`'s modes:
 
 * SentencePiece (`spm_model_file`): `preprocess_text` is rebuilt from tf.strings / tensorflow-text ops
-  (whitespace folding, `` and '' to ", NFKD with combining marks removed, lowercasing), the model runs in
+  (whitespace folding, NFKD with combining marks removed, lowercasing; with `map_latex_quotes`, `` and '' to "
+  as in Hugging Face's tokenizer), the model runs in
   `tensorflow_text.FastSentencepieceTokenizer` (which, unlike `SentencepieceTokenizer`, breaks ties between
   equal-score segmentations such as "e|ee" / "ee|e" as the Python package does), and the digit-comma rule of
   `encode_pieces` is applied to the pieces with ragged ops.
@@ -33,7 +34,7 @@ How exact agreement with the Python tokenizer is obtained:
 The tests check every code point of the Basic Multilingual Plane (but the large uniform ideograph and hangul
 blocks), and the supplementary characters with special handling, in a context with case, sigma, digits and commas.
 
-Known disagreements (`tests/test_text_layers.py::test_known_disagreements` pins the first two down):
+Known disagreements (`tests/text/test_preprocessor.py::test_known_disagreements` pins the first two down):
 
 * SentencePiece near-ties. Segmentations whose scores are equal but for floating-point rounding (e.g. "6"+"66"
   versus "66"+"6") can come out in the other order when the text also holds a character outside the model's
@@ -275,13 +276,14 @@ def lower_utf8(text):
 
 
 @_graph_code
-def preprocess_text_graph(text, lower=True):
-    """In-graph `tokenization.preprocess_text(text, lower=lower)` for a [batch] string tensor."""
+def preprocess_text_graph(text, lower=True, map_latex_quotes=False):
+    """In-graph `tokenization.preprocess_text(text, lower=lower, map_latex_quotes=...)` for a [batch] string
+    tensor."""
     text = drop_invalid_utf8(text)
     text = tf.strings.regex_replace(text, char_class("python_space") + "+", " ")
     text = tf.strings.regex_replace(text, "^ | $", "")
-    text = tf.strings.regex_replace(text, "``", '"')
-    text = tf.strings.regex_replace(text, "''", '"')
+    if map_latex_quotes:
+        text = tf.strings.regex_replace(text, "``|''", '"')
     text = normalize_utf8(text, "NFKD")
     text = tf.strings.regex_replace(text, char_class("combining") + "+", "")
     if lower:
@@ -380,10 +382,13 @@ class AlbertTextPreprocessor(keras.layers.Layer):
       do_lower_case: lowercase (and, in WordPiece mode, strip accents) as `FullTokenizer` does.
       max_seq_length: length of every output row (at least 3).
       max_input_chars_per_word: WordPiece mode: longer words become `[UNK]` (the original's default is 200).
+      map_latex_quotes: SentencePiece mode: `` and '' become " first, as `FullTokenizer(map_latex_quotes=True)`
+        (Hugging Face's rule; the original's, the default, leaves them).
     """
 
     def __init__(self, spm_model_file=None, vocab_file=None, do_lower_case=True, max_seq_length=128,
-                 max_input_chars_per_word=wordpiece.DEFAULT_MAX_INPUT_CHARS_PER_WORD, **kwargs):
+                 max_input_chars_per_word=wordpiece.DEFAULT_MAX_INPUT_CHARS_PER_WORD, map_latex_quotes=False,
+                 **kwargs):
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
         if not spm_model_file and not vocab_file:
@@ -396,6 +401,9 @@ class AlbertTextPreprocessor(keras.layers.Layer):
         self.do_lower_case = bool(do_lower_case)
         self.max_seq_length = int(max_seq_length)
         self.max_input_chars_per_word = int(max_input_chars_per_word)
+        self.map_latex_quotes = bool(map_latex_quotes)
+        if self.map_latex_quotes and not self.is_sentencepiece:
+            raise TokenizerError("map_latex_quotes applies to SentencePiece models (spm_model_file) only")
         self._file_contents = None  # bytes of the model/vocabulary file, read lazily or from load_assets()
         self._resources = None
         self._convert_input_args = False
@@ -423,6 +431,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
             "do_lower_case": self.do_lower_case,
             "max_seq_length": self.max_seq_length,
             "max_input_chars_per_word": self.max_input_chars_per_word,
+            "map_latex_quotes": self.map_latex_quotes,
         })
         return config
 
@@ -582,7 +591,8 @@ class AlbertTextPreprocessor(keras.layers.Layer):
             ids = self._sp_tokenizer.tokenize(text).with_row_splits_dtype(tf.int64)
             return ids.with_flat_values(self._id_to_piece.lookup(tf.cast(ids.flat_values, tf.int64)))
 
-        pieces = sp_pieces(preprocess_text_graph(texts, lower=self.do_lower_case))
+        pieces = sp_pieces(preprocess_text_graph(texts, lower=self.do_lower_case,
+                                                 map_latex_quotes=self.map_latex_quotes))
         flat = pieces.flat_values
         # Digit-comma rule: "▁1,000," -> pieces of "1,000" (no "▁" kept if the piece had none) + ",".
         matched = tf.strings.regex_full_match(flat, "(?s).*" + char_class("python_digit") + ",")

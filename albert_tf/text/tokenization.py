@@ -1,15 +1,17 @@
 """Python tokenization with the original release's semantics.
 
 `FullTokenizer` wraps a SentencePiece model (`30k-clean.model`) and reproduces the original's text handling:
-`preprocess_text` (whitespace folding, ``/'' to ", NFKD with accents stripped, lowercasing) and
-`encode_pieces` (SentencePiece pieces with the digit-comma rule). Unlike the original, `tokenize()` applies
+`preprocess_text` (whitespace folding, NFKD with accents stripped, lowercasing) and `encode_pieces`
+(SentencePiece pieces with the digit-comma rule). LaTeX-style quotes (`` and '') are left as they are, as the
+original leaves them; `map_latex_quotes=True` turns them into " first, as Hugging Face's `AlbertTokenizer` (and
+XLNet's code) do, for models fine-tuned through that tokenizer. Unlike the original, `tokenize()` applies
 `preprocess_text` itself, so callers cannot forget it; both functions stay public for callers that need them.
-Given only a `vocab_file`, `FullTokenizer` uses BERT-style WordPiece instead (`albert_tf.wordpiece`), as the
+Given only a `vocab_file`, `FullTokenizer` uses BERT-style WordPiece instead (`albert_tf.text.wordpiece`), as the
 original does for its Chinese models.
 
 `encode_pair` turns one example's text (or text pair) into the fixed-length `input_ids`/`input_mask`/
-`segment_ids` lists of the original's classifier features; `albert_tf.text_layers.AlbertTextPreprocessor` does the
-same inside a TensorFlow graph and gives the same ids.
+`segment_ids` lists of the original's classifier features; `albert_tf.text.preprocessor.AlbertTextPreprocessor`
+does the same inside a TensorFlow graph and gives the same ids.
 """
 
 import os
@@ -23,16 +25,18 @@ from albert_tf.text.common import SPIECE_UNDERLINE, TokenizerError, convert_to_u
 SPECIAL_TOKENS = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
 
 
-def preprocess_text(inputs, remove_space=True, lower=False, keep_accents=False):
+def preprocess_text(inputs, remove_space=True, lower=False, keep_accents=False, map_latex_quotes=False):
     """Normalises text as the original's `preprocess_text` does before SentencePiece.
 
-    Folds runs of whitespace to one space (and strips the ends), maps the LaTeX-style quotes `` and '' to ",
-    decomposes with NFKD and drops combining marks (accents) unless `keep_accents`, and lowercases if `lower`.
+    Folds runs of whitespace to one space (and strips the ends), decomposes with NFKD and drops combining marks
+    (accents) unless `keep_accents`, and lowercases if `lower`. With `map_latex_quotes` (not the original's
+    rule: Hugging Face's), the LaTeX-style quotes `` and '' become " after the whitespace folding.
     """
     outputs = convert_to_unicode(inputs)
     if remove_space:
         outputs = " ".join(outputs.strip().split())
-    outputs = outputs.replace("``", '"').replace("''", '"')
+    if map_latex_quotes:
+        outputs = outputs.replace("``", '"').replace("''", '"')
     if not keep_accents:
         outputs = unicodedata.normalize("NFKD", outputs)
         outputs = "".join(c for c in outputs if not unicodedata.combining(c))
@@ -88,18 +92,22 @@ class FullTokenizer:
       vocab_file: a WordPiece vocabulary (one token per line); used when no `spm_model_file` is given.
       do_lower_case: lowercase text before tokenizing (the released English v2 models are uncased).
       spm_model_file: a SentencePiece model such as `30k-clean.model`.
+      map_latex_quotes: SentencePiece mode: turn `` and '' into " before tokenizing, as Hugging Face's
+        `AlbertTokenizer` does (the original does not; off by default).
     """
 
-    def __init__(self, vocab_file=None, do_lower_case=True, spm_model_file=None):
+    def __init__(self, vocab_file=None, do_lower_case=True, spm_model_file=None, map_latex_quotes=False):
         self.do_lower_case = do_lower_case
         self.spm_model_file = spm_model_file
         self.vocab_file = vocab_file
+        self.map_latex_quotes = bool(map_latex_quotes)
+        if self.map_latex_quotes and not spm_model_file:
+            raise TokenizerError("map_latex_quotes applies to SentencePiece models (spm_model_file) only")
         if spm_model_file:
             self.sp_model = load_sentencepiece(spm_model_file)
             self.vocab = {self.sp_model.id_to_piece(i): i for i in range(self.sp_model.get_piece_size())}
             self.wordpiece = None
         elif vocab_file:
-
             self.sp_model = None
             self.wordpiece = wordpiece.WordpieceTextTokenizer.from_file(vocab_file, do_lower_case=do_lower_case)
             self.vocab = self.wordpiece.vocab
@@ -116,7 +124,7 @@ class FullTokenizer:
 
     def preprocess(self, text):
         """The text normalisation `tokenize` applies (SentencePiece mode), exposed for alignment code."""
-        return preprocess_text(text, lower=self.do_lower_case)
+        return preprocess_text(text, lower=self.do_lower_case, map_latex_quotes=self.map_latex_quotes)
 
     def tokenize(self, text, sample=False):
         """Pieces of `text` after the original's preprocessing (see module docstring)."""

@@ -9,14 +9,24 @@ checkpoints all work as for built-in ones):
 * LAMB's weight decay is part of the update whose norm forms the trust ratio (Keras decays the weights
   separately, outside the ratio).
 
-LayerNorm and bias variables are excluded from weight decay and from LAMB's trust ratio, as in the original.
-`tests/test_optimization.py` shows both differences against the Keras optimizers.
+LayerNorm and bias variables are excluded from weight decay and from LAMB's trust ratio, as in the original. Each
+pattern of `exclude_from_weight_decay` (a regular expression; default "LayerNorm", "layer_norm", "bias") is
+searched with `re.search`, as the original's `_do_use_weight_decay` does, in the last two parts of the variable's
+path: its layer's name and its own ("LayerNorm/gamma", "query/bias", "predictions/output_bias"), the part of the
+original's TF1 names ("bert/embeddings/LayerNorm/gamma") the patterns pick out. The names of the model and of
+enclosing layers, which here are the user's, never count (a model named "bias_model" is decayed as any other).
+Keras' `exclude_from_weight_decay(var_list=None, var_names=None)` method works as well, before `build`; what it
+excludes is excluded too. `tests/train/test_optimization.py` checks the rule on every head's TF1 names and shows
+both differences from the Keras optimizers.
 """
+
+import re
 
 import keras
 import tensorflow as tf
 from keras import ops
 
+from albert_tf import keras_internals
 from albert_tf.errors import UsageError
 
 DEFAULT_EXCLUDE = ("LayerNorm", "layer_norm", "bias")
@@ -54,8 +64,14 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "power": self.power}
 
 
+def _pattern_name(variable):
+    """The name exclusion patterns are searched in: the layer's and the variable's (last two parts of its path)."""
+    return "/".join(variable.path.split("/")[-2:])
+
+
 def _excluded(variable, patterns):
-    return any(p in variable.path for p in patterns)
+    name = _pattern_name(variable)
+    return any(re.search(p, name) is not None for p in patterns)
 
 
 class _OriginalAdamBase(keras.optimizers.Optimizer):
@@ -68,7 +84,8 @@ class _OriginalAdamBase(keras.optimizers.Optimizer):
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
-        self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
+        # Not `exclude_from_weight_decay`: that is Keras' method, which stays usable.
+        self.weight_decay_exclusions = tuple(exclude_from_weight_decay or ())
 
     def build(self, var_list):
         if self.built:
@@ -76,8 +93,19 @@ class _OriginalAdamBase(keras.optimizers.Optimizer):
         super().build(var_list)
         self._m, self._v = self.add_optimizer_variables(var_list, ["m", "v"])
         # Decided here from the Keras paths: in distributed updates only raw TF variables reach update_step.
-        self._decayed = [self.weight_decay_rate > 0 and not _excluded(v, self.exclude_from_weight_decay)
-                         for v in var_list]
+        self._decayed = [self.weight_decay_rate > 0 and not self._decay_excluded(v) for v in var_list]
+
+    def exclude_from_weight_decay(self, var_list=None, var_names=None):
+        """Keras' method (`keras.optimizers.Optimizer.exclude_from_weight_decay`). Here it must come before
+        `build`, which decides once which variables are decayed (Keras' own check of that no longer fires)."""
+        if self.built:
+            raise ValueError("exclude_from_weight_decay() can only be configured before the optimizer is built")
+        super().exclude_from_weight_decay(var_list=var_list, var_names=var_names)
+
+    def _decay_excluded(self, variable):
+        """Excluded by a pattern, or by Keras' `exclude_from_weight_decay(var_list=..., var_names=...)`."""
+        return (_excluded(variable, self.weight_decay_exclusions)
+                or keras_internals.excluded_by_keras_weight_decay(self, variable))
 
     def _update(self, gradient, variable):
         """The original's Adam direction m / (sqrt(v) + eps), plus decay; returns (direction, var index)."""
@@ -96,7 +124,7 @@ class _OriginalAdamBase(keras.optimizers.Optimizer):
     def get_config(self):
         config = super().get_config()
         config.update(weight_decay_rate=self.weight_decay_rate, beta_1=self.beta_1, beta_2=self.beta_2,
-                      epsilon=self.epsilon, exclude_from_weight_decay=list(self.exclude_from_weight_decay))
+                      epsilon=self.epsilon, exclude_from_weight_decay=list(self.weight_decay_exclusions))
         return config
 
 
@@ -117,20 +145,25 @@ class LAMB(_OriginalAdamBase):
     """The original's LAMB: the AdamWeightDecay update scaled per variable by the trust ratio.
 
     ratio = ||w|| / ||update|| (1 when either norm is 0), not applied to variables excluded from layer
-    adaptation (by default those excluded from weight decay: LayerNorm and biases).
+    adaptation (patterns matched as those of weight decay; by default the variables excluded from weight decay,
+    as in the original: LayerNorm and biases, and any excluded through Keras' method).
     """
 
     def __init__(self, *args, exclude_from_layer_adaptation=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self._adaptation_follows_decay = exclude_from_layer_adaptation is None
         if exclude_from_layer_adaptation is None:
-            exclude_from_layer_adaptation = self.exclude_from_weight_decay
+            exclude_from_layer_adaptation = self.weight_decay_exclusions
         self.exclude_from_layer_adaptation = tuple(exclude_from_layer_adaptation)
 
     def build(self, var_list):
         if self.built:
             return
         super().build(var_list)
-        self._adapted = [not _excluded(v, self.exclude_from_layer_adaptation) for v in var_list]
+        if self._adaptation_follows_decay:
+            self._adapted = [not self._decay_excluded(v) for v in var_list]
+        else:
+            self._adapted = [not _excluded(v, self.exclude_from_layer_adaptation) for v in var_list]
 
     def update_step(self, gradient, variable, learning_rate):
         update, index = self._update(gradient, variable)

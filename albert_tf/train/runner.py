@@ -37,6 +37,7 @@ import tensorflow as tf
 from albert_tf import checkpoints, fileio
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import RunError, UsageError
+from albert_tf.model import set_remat
 from albert_tf.train import callbacks, distribution, optimization
 from albert_tf.train.best_checkpoint import CheckpointEvaluator, best_checkpoint_prefix
 
@@ -297,7 +298,7 @@ def _run_locked(task, params, strategy, write_dir, chief):
                          f"{strategy.num_replicas_in_sync} replicas")
 
     with strategy.scope():
-        model = task.build_model(params)
+        model = set_remat(task.build_model(params), params.remat)  # --remat: recompute blocks
         optimizer = optimization.create_optimizer(schedule.optimizer, schedule.learning_rate, num_train_steps,
                                                   schedule.num_warmup_steps, schedule.start_warmup_step,
                                                   schedule.poly_power)

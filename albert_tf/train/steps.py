@@ -3,7 +3,8 @@
 `TrainStep` is a mixin put before a model class (`class AlbertPretrainer(TrainStep, AlbertForPretraining)`);
 the model supplies its loss through Keras' `compute_loss` (and, where it reports more than the loss, its
 `metrics` / `compute_metrics`), so `fit`, `evaluate`, `train_on_batch` and `test_on_batch` take what Keras hands
-them: a batch of features, or `(x, y)` / `(x, y, sample_weight)`.
+them: a batch of features, or `(x, y)` / `(x, y, sample_weight)` (for models whose labels are features, a labels
+dict `y` is merged into `x` first: `model.feature_labels`).
 
 Keras would clip each replica's gradient separately; the original clips the gradient of the global batch to
 global norm 1.0. Here the norm is taken of the gradient summed over replicas, so a step on N replicas equals a
@@ -14,6 +15,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf import keras_internals
+from albert_tf.model.feature_labels import LabelsInFeatures
 
 
 def clip_gradients_across_replicas(grads, clip_norm=1.0, loss_scale=1.0):
@@ -35,9 +37,10 @@ def clip_gradients_across_replicas(grads, clip_norm=1.0, loss_scale=1.0):
 
 
 def loss_scale_of(optimizer):
-    """The current loss-scale factor (1 unless the optimizer is a `LossScaleOptimizer`)."""
+    """The factor `optimizer.scale_loss` applies: 1 unless the optimizer is a `LossScaleOptimizer`, whose
+    dynamic scale exists once it is built (before that, e.g. in a first `train_on_batch`, its initial scale)."""
     if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-        return optimizer.dynamic_scale
+        return optimizer.dynamic_scale if optimizer.built else optimizer.initial_scale
     return 1.0
 
 
@@ -67,8 +70,13 @@ class TrainStep(keras_internals.LocalBatchSymbolicBuild):
     def get_config(self):
         return {**super().get_config(), "clip_norm": self.clip_norm}
 
+    def _unpack(self, data):
+        if isinstance(self, LabelsInFeatures):
+            data = self.merge_labels(data)
+        return keras.utils.unpack_x_y_sample_weight(data)
+
     def train_step(self, data):
-        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        x, y, sample_weight = self._unpack(data)
         with tf.GradientTape() as tape:
             y_pred = self(x, training=True)
             loss = keras_internals.compute_step_loss(self, x, y, y_pred, sample_weight, training=True)
@@ -83,7 +91,7 @@ class TrainStep(keras_internals.LocalBatchSymbolicBuild):
         return multi_worker_logs(logs)
 
     def test_step(self, data):
-        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        x, y, sample_weight = self._unpack(data)
         y_pred = self(x, training=False)
         keras_internals.compute_step_loss(self, x, y, y_pred, sample_weight, training=False)
         return multi_worker_logs(dict(self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)))

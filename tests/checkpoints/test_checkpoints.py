@@ -12,12 +12,17 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file
 
-from albert_tf.checkpoints import (CheckpointError, detect_format, load_checkpoint, model_arrays,
-                                   save_checkpoint)
-from albert_tf.checkpoints import original
+from albert_tf.checkpoints import (
+    CheckpointError,
+    detect_format,
+    load_checkpoint,
+    model_arrays,
+    original,
+    save_checkpoint,
+)
 from albert_tf.config import AlbertConfig
-from tests.helpers import FIXTURES_DIR
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
+from tests.helpers import FIXTURES_DIR
 
 REFERENCE = os.path.join(FIXTURES_DIR, "reference")
 

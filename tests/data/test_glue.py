@@ -245,13 +245,24 @@ def test_eval_batches_cover_every_example_once(sst2_records):
     assert list(last["is_real_example"].numpy()[4:]) == [0] * 12
 
 
-def test_predictions_identical_with_and_without_dynamic_padding(sst2_records, tiny_config):
+def test_predictions_identical_with_and_without_dynamic_padding(sst2_records, tiny_config, tmp_path):
+    """A classifier trained until its logits depend on the text (so reading the padding would show) predicts the
+    same with batches padded to their longest example, to max_seq_length (the TPU layout) and one unpadded example
+    at a time; attending to the padding (input_mask all ones), the negative control, changes the logits a lot."""
     # pylint: disable=import-outside-toplevel
-    from albert_tf.tasks.classification import build_classifier
+    from albert_tf.tasks.classification import ClassifierParams, build_classifier, run_classifier
     from albert_tf.train.predict import predict_in_order
 
-    features = sst2_records["dev"]
+    out = tmp_path / "trained"
+    run_classifier(ClassifierParams(
+        albert_config=tiny_config, output_dir=str(out), task_name="sst-2", data_dir=SAMPLE_GLUE,
+        spm_model_file=os.path.join(REPO_ROOT, "data", "30k-clean.model"), max_seq_length=64, do_train=True,
+        train_batch_size=16, learning_rate=1e-3, train_step=300, warmup_step=30, save_checkpoints_steps=300,
+        iterations_per_loop=100, log_every=0))
     model = build_classifier(tiny_config, 2)
+    tf.train.Checkpoint(model=model).read(str(out / "ckpt-300")).assert_existing_objects_matched().expect_partial()
+
+    features = sst2_records["dev"]
     outputs = {}
     for name, options in {"dynamic": {}, "max_length": {"dynamic_padding": False}}.items():
         outputs[name] = predict_in_order(
@@ -259,7 +270,18 @@ def test_predictions_identical_with_and_without_dynamic_padding(sst2_records, ti
                 features.path, 64, 16, False, features.num_examples, window_batches=2, input_context=context,
                 **options),
             features.num_examples, 16, glue.FEATURE_NAMES)
+    records = [{k: v.astype(np.int32) for k, v in r.items()} for r in _records(features.path, 64)]
+    lengths = [int(r["input_mask"].sum()) for r in records]
+    assert min(lengths) < 32 and max(lengths) < 64  # every batch of max_seq_length has padding to ignore
+    unpadded = np.concatenate([model({k: r[k][None, :n] for k in glue.FEATURE_NAMES}, training=False).numpy()
+                               for r, n in zip(records, lengths)])
+    ones = model({"input_ids": np.stack([r["input_ids"] for r in records]),
+                  "input_mask": np.ones((len(records), 64), np.int32),
+                  "segment_ids": np.stack([r["segment_ids"] for r in records])}, training=False).numpy()
+    change = np.abs(ones - unpadded).max(axis=-1)
+    assert change.max() > 0.5 and np.median(change) > 1e-2  # >> the 1e-5 tolerance: the padding would show
+    assert np.ptp(unpadded, axis=0).min() > 1.0  # a trained model: its logits vary with the text
     for name, logits in outputs.items():
         assert logits.shape == (100, 2)
-        np.testing.assert_allclose(logits, outputs["max_length"], rtol=0, atol=1e-5, err_msg=name)
-        np.testing.assert_array_equal(logits.argmax(-1), outputs["max_length"].argmax(-1), err_msg=name)
+        np.testing.assert_allclose(logits, unpadded, rtol=0, atol=1e-5, err_msg=name)
+        np.testing.assert_array_equal(logits.argmax(-1), unpadded.argmax(-1), err_msg=name)

@@ -405,7 +405,7 @@ def test_sharded_pipelines_key_records_by_their_global_index(sample_records, tok
     for pipeline in range(2):
         context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline,
                                              num_replicas_in_sync=2)
-        for batch in _pipeline(pattern, config, context=context).take(5):
+        for batch in _pipeline(pattern, config, context=context).take(8):
             batch = _numpy(batch)
             originals = masking.original_ids(batch).numpy()
             for r in range(len(originals)):

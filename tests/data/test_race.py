@@ -10,7 +10,8 @@ import tensorflow as tf
 
 from albert_tf.data import race, records
 from albert_tf.evaluation import race as race_metrics
-from tests.helpers import REPO as REPO_ROOT, SAMPLE_RACE as SAMPLE_DIR
+from tests.helpers import REPO as REPO_ROOT
+from tests.helpers import SAMPLE_RACE as SAMPLE_DIR
 
 SHARED_RACE = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "race")
 needs_shared = pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_RACE, "RACE", "dev")),

@@ -8,7 +8,8 @@ import tensorflow as tf
 
 from albert_tf.data import pretraining_data as pdata
 from albert_tf.data import records
-from tests.helpers import REPO as REPO_ROOT, SPM
+from tests.helpers import REPO as REPO_ROOT
+from tests.helpers import SPM
 
 SAMPLE = os.path.join(REPO_ROOT, "data", "corpus", "sample_text.txt")
 SEQ, PRED = 64, 10

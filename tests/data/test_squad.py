@@ -17,7 +17,9 @@ from albert_tf.data import squad
 from albert_tf.evaluation import squad as squad_evaluation
 from albert_tf.evaluation import squad_postprocessing as post
 from albert_tf.text.tokenization import preprocess_text
-from tests.helpers import REPO, SQUAD_V1 as SAMPLE_V1, SQUAD_V2 as SAMPLE_V2
+from tests.helpers import REPO
+from tests.helpers import SQUAD_V1 as SAMPLE_V1
+from tests.helpers import SQUAD_V2 as SAMPLE_V2
 
 SHARED_V1 = os.path.join(REPO, "..", "shared", "data", "squad", "dev-v1.1.json.zip")
 
@@ -203,6 +205,19 @@ def test_alignment_reproduces_the_original_programme(tokenizer, text):
         assert 0 <= first <= last + 1 and last < len(text)
 
 
+def test_latex_quotes_align_character_for_character(tokenizer):
+    """The original's preprocessing keeps `` and '' (a quote is its own normalised self), so an SST-2 style
+    context holding them aligns every character and a quoted answer maps back to its exact text."""
+    text = "the draw ( for `` big bad love '' ) is a solid performance by arliss howard ."
+    pieces = tokenizer.tokenize(text)
+    assert "``" in pieces and pieces.count("'") == 2
+    alignment = squad.align_context(text, pieces, True)
+    assert alignment.matched == len(text)
+    start, end = text.index("``"), text.index("''") + 1
+    first, last = alignment.char_span(*alignment.token_span(start, end))
+    assert text[first:last + 1] == "`` big bad love ''"
+
+
 def test_convert_index_matches_hand_worked_cases():
     index = [None, 0, None, None, 5, None]
     assert squad.convert_index(index, 1) == 0
@@ -373,6 +388,26 @@ def test_prediction_dataset_pads_the_last_batch(tokenizer, tmp_path):
     assert all(b["input_ids"].shape[0] == 8 for b in batches)
     assert list(ids[ids >= 0]) == list(range(len(built.features)))
     assert (ids < 0).sum() == (-built.num_features) % 8
+
+
+def test_dynamic_prediction_batches_are_the_windows_cut_to_their_longest(tokenizer, tmp_path):
+    feature_file = str(tmp_path / "predict.tf_record")
+    built = squad.build_or_load_features(SAMPLE_V2, feature_file, tokenizer, 128, 64, 32, is_training=False)
+    batches = list(squad.prediction_dataset(feature_file, 128, 4, built.num_features, dynamic_padding=True,
+                                            min_length=5, window_batches=2))
+    widths, seen = set(), []
+    for batch in batches:
+        width = batch["input_ids"].shape[1]
+        widths.add(width)
+        assert width == max(5, batch["input_mask"].numpy().sum(axis=1).max())
+        for row, index in enumerate(batch["example_index"].numpy()):
+            if index < 0:
+                continue
+            seen.append(index)
+            feature = built.features[index]
+            for name in squad.SEQUENCE_FEATURES:  # as in the features, p_mask 1 on the padding included
+                np.testing.assert_array_equal(batch[name][row].numpy(), getattr(feature, name)[:width])
+    assert sorted(seen) == list(range(built.num_features)) and len(widths) > 1 and min(widths) < 128
 
 
 # ------------------------------------------------------------------------------------------------------------------

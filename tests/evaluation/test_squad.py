@@ -7,7 +7,9 @@ import zipfile
 import pytest
 
 from albert_tf.evaluation import squad as ev
-from tests.helpers import REPO, SQUAD_V1 as SAMPLE_V1, SQUAD_V2 as SAMPLE_V2
+from tests.helpers import REPO
+from tests.helpers import SQUAD_V1 as SAMPLE_V1
+from tests.helpers import SQUAD_V2 as SAMPLE_V2
 
 SHARED_V1 = os.path.join(REPO, "..", "shared", "data", "squad", "dev-v1.1.json.zip")
 

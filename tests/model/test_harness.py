@@ -7,8 +7,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.checkpoints import load_checkpoint, save_checkpoint
-from albert_tf.model import (AlbertClassifier, AlbertForMultipleChoice, AlbertForPretraining, AlbertForSquad,
-                             AlbertModel)
+from albert_tf.model import AlbertClassifier, AlbertForMultipleChoice, AlbertForPretraining, AlbertForSquad, AlbertModel
 from tests.helpers import randomize, tiny_config
 
 MODELS = {

@@ -10,10 +10,16 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import load_checkpoint
 from albert_tf.config import AlbertConfig
-from tests.helpers import FIXTURES_DIR
-from albert_tf.model.layers import (AlbertEncoder, AlbertTransformerBlock, FactorizedEmbedding, MaskedLMHead,
-                              gelu_erf, gelu_tanh)
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
+from albert_tf.model.layers import (
+    AlbertEncoder,
+    AlbertTransformerBlock,
+    FactorizedEmbedding,
+    MaskedLMHead,
+    gelu_erf,
+    gelu_tanh,
+)
+from tests.helpers import FIXTURES_DIR
 
 REFERENCE = os.path.join(FIXTURES_DIR, "reference")
 REFERENCE_NAMES = ("single_group", "groups2_inner2", "exact_gelu")

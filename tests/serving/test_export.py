@@ -15,13 +15,13 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import checkpoints
+from albert_tf.config import AlbertConfig
 from albert_tf.errors import UsageError
+from albert_tf.model import AlbertForPretraining, dummy_inputs
 from albert_tf.serving import encoder, savedmodel, tflite
+from albert_tf.serving.predict import RestError, ServingSession
 from albert_tf.tasks import exports
 from albert_tf.text import tokenization
-from albert_tf.config import AlbertConfig
-from albert_tf.model import AlbertForPretraining, dummy_inputs
-from albert_tf.serving.predict import RestError, ServingSession
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPM = os.path.join(REPO, "data", "30k-clean.model")
@@ -226,8 +226,8 @@ def test_encoder_export_serves_without_albert_tf(pretrained, tokenizer):
         with pytest.raises(RestError, match="shape"):
             session.predict({"inputs": {k: v[0] for k, v in COLUMNAR_BODY["inputs"].items()}})
         too_long = {k: [[1] * 129] for k in ("input_ids", "input_mask", "segment_ids")}
-        with pytest.raises(tf.errors.InvalidArgumentError, match="max_position_embeddings"):
-            session.predict({"inputs": too_long})
+        with pytest.raises(RestError, match=r"^sequence length exceeds max_position_embeddings \(128\)$"):
+            session.predict({"inputs": too_long})  # the model server's 400: the export's own check, one line
 
     # The loaded signatures reject wrong dtypes and shapes themselves, and too-long sequences with a clear message.
     loaded = tf.saved_model.load(export_dir)
@@ -404,7 +404,7 @@ def test_squad_and_race_exports_serve_without_albert_tf(tmp_path):
     common = dict(albert_config_file=write_config(config, tmp_path / "config.json"), spm_model_file=SPM,
                   log=lambda *_: None)
     squad_dirs = exports.export("squad", str(tmp_path / "export_squad"), init_checkpoint=str(tmp_path / "squad"),
-                                  max_seq_length=48, **common)["dirs"]
+                                  max_seq_length=48, max_query_length=16, **common)["dirs"]
     race_dir = exports.export("race", str(tmp_path / "export_race"), init_checkpoint=str(tmp_path / "race"),
                                 **common)["export_dir"]
 

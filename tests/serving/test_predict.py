@@ -12,13 +12,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.serving import encoder as export
-from albert_tf.data import glue
-from albert_tf.serving import predict
 from albert_tf.config import AlbertConfig
+from albert_tf.data import glue
 from albert_tf.model import AlbertModel, dummy_inputs
+from albert_tf.serving import encoder as export
+from albert_tf.serving import predict
 from tests.helpers import REPO, SPM
-from tests.serving.test_export import fresh_process, start_saved_model_cli_show  # the fresh-process and saved_model_cli helpers
+from tests.serving.test_export import (  # the fresh-process and saved_model_cli helpers
+    fresh_process,
+    start_saved_model_cli_show,
+)
 
 SST2_DEV = os.path.join(REPO, "data", "glue", "SST-2", "dev.tsv")
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ""}

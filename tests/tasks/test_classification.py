@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.data import glue
 from albert_tf.checkpoints import CheckpointError
+from albert_tf.config import AlbertConfig
+from albert_tf.data import glue
 from albert_tf.errors import AlbertError as RunError
 from albert_tf.tasks.classification import ClassifierParams, build_classifier, run_classifier, write_predictions
-from albert_tf.config import AlbertConfig
 from albert_tf.text.tokenization import FullTokenizer
-from tests.helpers import REPO as REPO_ROOT, SAMPLE_GLUE, SPM, TINY, subprocess_env
-
+from tests.helpers import REPO as REPO_ROOT
+from tests.helpers import SAMPLE_GLUE, SPM, TINY, subprocess_env
 
 
 def _params(output_dir, **overrides):

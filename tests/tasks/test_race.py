@@ -15,7 +15,8 @@ import tensorflow as tf
 from albert_tf.data import race
 from albert_tf.serving.race import export_race_model
 from albert_tf.tasks import race as race_task
-from tests.helpers import REPO as REPO_ROOT, SAMPLE_RACE as SAMPLE_DIR
+from tests.helpers import REPO as REPO_ROOT
+from tests.helpers import SAMPLE_RACE as SAMPLE_DIR
 
 SHARED_RACE = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "race")
 needs_shared = pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_RACE, "RACE", "dev")),

@@ -19,8 +19,9 @@ from albert_tf.model.squad import AlbertForSquad, default_p_mask
 from albert_tf.serving.squad import export_squad_model
 from albert_tf.tasks.squad import SquadParams as SquadRunParams
 from albert_tf.tasks.squad import run_squad
-from tests.helpers import REPO, SPM, SQUAD_V1 as SAMPLE_V1, SQUAD_V2 as SAMPLE_V2
-
+from tests.helpers import REPO, SPM
+from tests.helpers import SQUAD_V1 as SAMPLE_V1
+from tests.helpers import SQUAD_V2 as SAMPLE_V2
 
 
 def _inputs(batch=3, seq=20, query=5, context=10, seed=0):

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.config import AlbertConfig
 from albert_tf.data import pretraining_data as pdata
 from albert_tf.data import records
-from albert_tf.config import AlbertConfig
 from albert_tf.text.tokenization import FullTokenizer, encode_pair
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

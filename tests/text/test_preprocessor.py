@@ -17,6 +17,7 @@ import tensorflow as tf
 from albert_tf.text import preprocessor as text_layers
 from albert_tf.text.preprocessor import AlbertTextPreprocessor, export_text_preprocessor, pack_inputs
 from albert_tf.text.tokenization import FullTokenizer, TokenizerError, encode_pair, truncate_seq_pair
+from tests.text.original_tokenization import original_ids, original_preprocess_text, sst2_lines_with_latex_quotes
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPM_MODEL = os.path.join(REPO_ROOT, "data", "30k-clean.model")
@@ -97,6 +98,24 @@ def test_uncased_mode_agrees(sample):
         tokenizer = FullTokenizer(**kwargs, do_lower_case=False)
         layer = AlbertTextPreprocessor(**kwargs, do_lower_case=False)
         assert_same_ids(tokenizer, layer, sample[::10] + TRICKY_TEXTS)
+
+
+def test_latex_quotes_as_the_original_and_hugging_faces_rule_on_request(sample):
+    """The SST-2 lines with `` and '': the graph gives the original's ids (restated in
+    tests/text/original_tokenization.py), and with `map_latex_quotes` the Python tokenizer's mapped ids."""
+    lines = sst2_lines_with_latex_quotes()
+    layer = AlbertTextPreprocessor(spm_model_file=SPM_MODEL, max_seq_length=128)
+    sp_model = spm.SentencePieceProcessor()
+    sp_model.load(SPM_MODEL)
+    expected = [original_ids(sp_model, original_preprocess_text(line, lower=True)) for line in lines]
+    assert graph_ids(layer, lines) == expected
+    mapped = AlbertTextPreprocessor(spm_model_file=SPM_MODEL, max_seq_length=128, map_latex_quotes=True)
+    assert mapped.get_config()["map_latex_quotes"] and not layer.get_config()["map_latex_quotes"]
+    texts = lines + [t for t in sample if "``" in t or "''" in t] + TRICKY_TEXTS
+    assert_same_ids(FullTokenizer(spm_model_file=SPM_MODEL, map_latex_quotes=True), mapped, texts)
+    assert graph_ids(mapped, lines) != expected
+    with pytest.raises(TokenizerError, match="SentencePiece"):
+        AlbertTextPreprocessor(vocab_file=VOCAB_FILE, map_latex_quotes=True)
 
 
 def sweep_texts():

@@ -1,9 +1,15 @@
-"""Python tokenization, SentencePiece mode, on the real `30k-clean.model`; `encode_pair`; file errors."""
+"""Python tokenization, SentencePiece mode, on the real `30k-clean.model`, against a restatement of the original's
+rules (SST-2 lines with LaTeX quotes); `encode_pair`; file errors."""
+
+import os
 
 import pytest
 
-from albert_tf.text.tokenization import (FullTokenizer, TokenizerError, encode_pair, preprocess_text,
-                                    truncate_seq_pair)
+from albert_tf.text.tokenization import FullTokenizer, TokenizerError, encode_pair, preprocess_text, truncate_seq_pair
+from tests.helpers import DATA_DIR
+from tests.text.original_tokenization import original_ids, original_preprocess_text, sst2_lines_with_latex_quotes
+
+VOCAB_ZH = os.path.join(DATA_DIR, "vocab_chinese.txt")
 
 
 def ids(tokenizer, text):
@@ -56,10 +62,37 @@ def test_digits_followed_by_commas(tokenizer):
     assert ids(tokenizer, "then 23, and") == [94, 1137, 15, 17]
 
 
-def test_latex_quotes_become_double_quotes(tokenizer):
-    assert preprocess_text("he said ``hi'' to me") == 'he said "hi" to me'
-    assert tokenizer.tokenize("he said ``hi'' to me") == ["▁he", "▁said", "▁", '"', "hi", '"', "▁to", "▁me"]
-    assert tokenizer.tokenize("he said ``hi'' to me") == tokenizer.tokenize('he said "hi" to me')
+def test_latex_quotes_are_kept_as_the_original_keeps_them(tokenizer, spm_model_file):
+    # The original's preprocess_text has no quote rule: `` is outside the model's vocabulary (<unk>, id 1) and
+    # '' two apostrophes. Hugging Face's AlbertTokenizer maps both to ", only on request here.
+    assert preprocess_text("he said ``hi'' to me") == "he said ``hi'' to me"
+    assert tokenizer.tokenize("he said ``hi'' to me") == [
+        "▁he", "▁said", "▁", "``", "hi", "'", "'", "▁to", "▁me"]
+    assert ids(tokenizer, "he said ``hi'' to me") == [24, 87, 13, 1, 1822, 22, 22, 20, 55]
+    hf_rule = FullTokenizer(spm_model_file=spm_model_file, map_latex_quotes=True)
+    assert preprocess_text("he said ``hi'' to me", map_latex_quotes=True) == 'he said "hi" to me'
+    assert hf_rule.tokenize("he said ``hi'' to me") == ["▁he", "▁said", "▁", '"', "hi", '"', "▁to", "▁me"]
+    assert hf_rule.tokenize("he said ``hi'' to me") == tokenizer.tokenize('he said "hi" to me')
+    with pytest.raises(TokenizerError, match="SentencePiece"):
+        FullTokenizer(vocab_file=VOCAB_ZH, map_latex_quotes=True)
+
+
+def test_sst2_sentences_with_latex_quotes_get_the_originals_ids(tokenizer):
+    """Every SST-2 line of the shipped sample with `` or '': the classifier's features (`encode_pair`, as the
+    original's processors: preprocess_text(lower=True), then encode_pieces) have the ids of the original's rule,
+    which differ from those of Hugging Face's quote mapping."""
+    lines = sst2_lines_with_latex_quotes()
+    assert len(lines) >= 5
+    sp_model = tokenizer.sp_model
+    for line in lines:
+        expected = original_ids(sp_model, original_preprocess_text(line, lower=True))
+        assert 1 in expected  # `` is <unk> in the original
+        assert ids(tokenizer, line) == expected, line
+        input_ids, _, _ = encode_pair(tokenizer, line, max_seq_length=128)
+        assert input_ids[:len(expected) + 2] == [2] + expected + [3]
+        mapped = original_ids(sp_model, original_preprocess_text(line, lower=True).replace("``", '"')
+                              .replace("''", '"'))
+        assert mapped != expected
 
 
 def test_whitespace_runs_are_folded(tokenizer):

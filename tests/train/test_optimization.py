@@ -3,6 +3,7 @@
 
 import copy
 import math
+import re
 
 import keras
 import numpy as np
@@ -284,7 +285,7 @@ def test_create_optimizer_builds_the_originals_defaults():
     assert isinstance(lamb, LAMB) and isinstance(adamw, AdamWeightDecay)
     for opt in (lamb, adamw):
         assert (opt.beta_1, opt.beta_2, opt.epsilon, opt.weight_decay_rate) == (0.9, 0.999, 1e-6, 0.01)
-        assert opt.exclude_from_weight_decay == EXCLUDE
+        assert opt.weight_decay_exclusions == EXCLUDE
     assert isinstance(lamb._learning_rate, WarmupPolynomialDecay)  # pylint: disable=protected-access
     assert float(lamb.learning_rate) == 0.0  # step 0 of the warmup
     assert float(adamw.learning_rate) == pytest.approx(1e-4)
@@ -330,3 +331,84 @@ def test_checkpoint_round_trip_of_the_optimizer_state(tmp_path):
     restored.apply([tf.constant(grads[v.path], tf.float32) for v in fresh], fresh)
     for a, b in zip(variables, fresh):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+# ----------------------------------------------------------------- which variables are excluded, and Keras' method
+def _decayed_by_one_step(optimizer, variables):
+    """The variables a step with zero gradients moves: with m = v = 0 the Adam direction is 0, so only the
+    weight decay (lr * rate * w) changes a variable, and exactly the decayed ones change."""
+    before = [v.numpy().copy() for v in variables]
+    optimizer.apply([tf.zeros_like(v) for v in variables], variables)
+    return {v.path for v, old in zip(variables, before) if not np.array_equal(v.numpy(), old)}
+
+
+def _original_rule_decays(name, patterns=EXCLUDE):
+    """The original's `_do_use_weight_decay`: decay unless `re.search(pattern, name)` for some pattern."""
+    return not any(re.search(p, name) is not None for p in patterns)
+
+
+@pytest.mark.parametrize("make", ["pretrainer", "classifier", "squad_v2", "encoder"])
+def test_exclusions_follow_the_originals_names_whatever_the_model_is_called(make):
+    """Each model's variables, named "bias_..." (which the substring of a Keras path used to match everywhere):
+    the decayed ones are exactly those whose TF1 name (the original checkpoint's, from the name tables) the
+    original's rule decays."""
+    from albert_tf.checkpoints.original import tf1_entries
+    from albert_tf.model import AlbertClassifier, AlbertForPretraining, AlbertForSquad, AlbertModel, dummy_inputs
+    from tests.helpers import tiny_config
+
+    config = tiny_config(vocab_size=64)
+    model = {"pretrainer": lambda: AlbertForPretraining(config, name="bias_model"),
+             "classifier": lambda: AlbertClassifier(config, 3, name="bias_classifier"),
+             "squad_v2": lambda: AlbertForSquad(config, version_2=True, name="bias_squad"),
+             "encoder": lambda: AlbertModel(config, name="bias_encoder")}[make]()
+    model(dummy_inputs(num_predictions=1 if make == "pretrainer" else None, seq_length=4), training=False)
+    entries = tf1_entries(model)
+    assert {id(e.variable) for e in entries} == {id(v) for v in model.trainable_variables}
+    expected = {e.variable.path for e in entries if _original_rule_decays(e.name)}
+    assert 0 < len(expected) < len(entries)
+    decayed = _decayed_by_one_step(AdamWeightDecay(learning_rate=1.0, weight_decay_rate=0.5),
+                                   model.trainable_variables)
+    assert decayed == expected
+    # LAMB's trust ratio skips the same variables: a zero-gradient step moves a decayed kernel by exactly
+    # lr * ||w|| (ratio ||w|| / ||decay * w||), whatever the decay rate
+    lamb = LAMB(learning_rate=0.01, weight_decay_rate=0.5)
+    kernel = next(e.variable for e in entries if e.name == "bert/pooler/dense/kernel")
+    before = kernel.numpy().copy()
+    lamb.apply([tf.zeros_like(v) for v in model.trainable_variables], model.trainable_variables)
+    assert np.linalg.norm(kernel.numpy() - before) == pytest.approx(0.01 * np.linalg.norm(before), rel=1e-4)
+
+
+def test_patterns_are_regular_expressions_searched_in_layer_and_variable_name():
+    variables = _make_variables()[:3]  # dense/kernel, dense/bias, LayerNorm/gamma (non-zero: decay shows)
+    patterns = ["LayerNorm|layer_norm", "^dense/b"]
+    optimizer = AdamWeightDecay(learning_rate=1.0, weight_decay_rate=0.5, exclude_from_weight_decay=patterns)
+    # a substring test would look for the literal "LayerNorm|layer_norm" and decay the LayerNorm gamma
+    assert _decayed_by_one_step(optimizer, variables) == {"dense/kernel"}
+    assert [_original_rule_decays(v.path, patterns) for v in variables] == [True, False, False]
+
+
+@pytest.mark.parametrize("cls", [AdamWeightDecay, LAMB])
+def test_keras_exclude_from_weight_decay_method_still_works(cls):
+    """Keras' `exclude_from_weight_decay(var_list=..., var_names=...)` is a method again (the constructor's
+    patterns live in `weight_decay_exclusions`); what it excludes is excluded on top of the patterns, from the
+    decay and (LAMB, by default) from the trust ratio; after `build` Keras refuses it."""
+    variables = _make_variables()[:3]  # dense/kernel, dense/bias, LayerNorm/gamma
+    optimizer = cls(learning_rate=0.5, weight_decay_rate=0.5, exclude_from_weight_decay=["LayerNorm"])
+    assert _decayed_by_one_step(optimizer, variables) == {"dense/kernel", "dense/bias"}
+    variables = _make_variables()[:3]
+    optimizer = cls(learning_rate=0.5, weight_decay_rate=0.5, exclude_from_weight_decay=["LayerNorm"])
+    optimizer.exclude_from_weight_decay(var_list=[variables[1]])  # dense/bias
+    assert _decayed_by_one_step(optimizer, variables) == {"dense/kernel"}
+    with pytest.raises(ValueError, match="before the optimizer is built"):
+        optimizer.exclude_from_weight_decay(var_names=["kernel"])
+
+    variables = _make_variables()
+    optimizer = cls(learning_rate=0.01, weight_decay_rate=0.5)
+    optimizer.exclude_from_weight_decay(var_names=["kernel"])  # Keras matches the variable's own name
+    grads = _gradients(0)
+    before = {v.path: v.numpy().astype(np.float64) for v in variables}
+    optimizer.apply([tf.constant(grads[v.path], tf.float32) for v in variables], variables)
+    for v in variables:  # nothing is decayed or trust-ratio scaled any more: w - lr * m / (sqrt(v) + eps)
+        g = grads[v.path]
+        expected = before[v.path] - 0.01 * 0.1 * g / (math.sqrt(0.001) * np.abs(g) + EPS)
+        np.testing.assert_allclose(v.numpy(), expected, rtol=1e-5, atol=1e-7, err_msg=v.path)

@@ -18,8 +18,18 @@ import tensorflow as tf
 from albert_tf.errors import AlbertError, RunError
 from albert_tf.tasks.classification import ClassifierParams, run_classifier
 from albert_tf.train.runner import resume_skip
-from tests.helpers import (REPO, SAMPLE_GLUE, SPM, SQUAD_V1, checkpoint_weights, flag_args, log_tail,
-                           subprocess_env, tiny_config, write_config)
+from tests.helpers import (
+    REPO,
+    SAMPLE_GLUE,
+    SPM,
+    SQUAD_V1,
+    checkpoint_weights,
+    flag_args,
+    log_tail,
+    subprocess_env,
+    tiny_config,
+    write_config,
+)
 
 
 @pytest.mark.parametrize("replicas, pipelines, done, expected", [

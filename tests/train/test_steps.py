@@ -1,16 +1,17 @@
-"""Training machinery: the fit plan, gradient clipping, output-dir checks, stopping on a non-finite loss, and
-the atomic results file."""
+"""Training machinery: the fit plan, gradient clipping, output-dir checks, stopping on a non-finite loss, the
+atomic results file, and every model under what Keras hands its train/test step."""
 
 import math
 import os
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from albert_tf import fileio
-from albert_tf.data import records
 from albert_tf.config import AlbertConfig
+from albert_tf.data import records
 from albert_tf.train import steps
 from albert_tf.train.callbacks import NonFiniteLossError, StopOnNonFiniteLoss
 from albert_tf.train.runner import check_output_dir, plan_steps, record_config
@@ -175,3 +176,165 @@ def test_non_finite_loss_callback_on_infinite_loss():
     callback.on_train_batch_end(0, {"loss": np.float32(3.0)})
     with pytest.raises(NonFiniteLossError, match="at step 17"):
         callback.on_train_batch_end(0, {"loss": np.float32(math.inf)})
+
+
+# ----------------------------------------------------------------- what Keras hands train_step / test_step
+def _keras_models():
+    """name -> (factory(dropout 0), batch maker) for every model, plain and with `TrainStep`; the batch maker
+    returns (x, y, labels_are_features)."""
+    from albert_tf.model import AlbertClassifier, AlbertForMultipleChoice, AlbertForPretraining, AlbertForSquad
+    from albert_tf.tasks.classification import TrainableClassifier
+    from albert_tf.tasks.pretraining import AlbertPretrainer
+    from albert_tf.tasks.race import TrainableMultipleChoice
+    from albert_tf.tasks.squad import TrainableSquad
+    from tests.helpers import tiny_config
+
+    config = tiny_config(vocab_size=100)
+    rng = np.random.RandomState(0)
+    batch, seq = 4, 8
+
+    def ids(shape):
+        return {"input_ids": rng.randint(5, 100, shape).astype(np.int32), "input_mask": np.ones(shape, np.int32),
+                "segment_ids": (np.arange(shape[-1]) >= shape[-1] // 2).astype(np.int32) * np.ones(shape, np.int32)}
+
+    def pretraining():
+        x = {**ids((batch, seq)), "masked_lm_positions": rng.randint(1, seq, (batch, 3)).astype(np.int32)}
+        y = {"masked_lm_ids": rng.randint(5, 100, (batch, 3)).astype(np.int32),
+             "masked_lm_weights": np.array([[1, 1, 0.5]] * 2 + [[1, 0, 0]] * 2, np.float32),
+             "next_sentence_labels": np.array([[0], [1], [1], [0]], np.int32)}
+        return x, y, True
+
+    def squad(version_2):
+        def make():
+            x = ids((batch, seq))
+            # context pieces at 4..6 (segment 1; 7 is the final [SEP]), and [CLS] for the impossible one
+            y = {"start_positions": np.array([5, 4, 6, 0], np.int32), "end_positions": np.array([6, 4, 6, 0], np.int32)}
+            if version_2:
+                y["is_impossible"] = np.array([0, 0, 0, 1], np.int32)
+            return x, y, True
+        return make
+
+    def classes(num, shape):
+        return lambda: (ids(shape), rng.randint(0, num, (batch,)).astype(np.int32), False)
+
+    return {
+        "AlbertForPretraining": (lambda: AlbertForPretraining(config), pretraining),
+        "AlbertPretrainer": (lambda: AlbertPretrainer(config), pretraining),
+        "AlbertForSquad": (lambda: AlbertForSquad(config), squad(False)),
+        "TrainableSquad": (lambda: TrainableSquad(config), squad(False)),
+        "AlbertForSquad_v2": (lambda: AlbertForSquad(config, version_2=True, dropout_prob=0.0), squad(True)),
+        "TrainableSquad_v2": (lambda: TrainableSquad(config, version_2=True, dropout_prob=0.0), squad(True)),
+        "AlbertClassifier": (lambda: AlbertClassifier(config, 3, dropout_prob=0.0), classes(3, (batch, seq))),
+        "TrainableClassifier": (lambda: TrainableClassifier(config, 3, dropout_prob=0.0), classes(3, (batch, seq))),
+        "AlbertForMultipleChoice": (lambda: AlbertForMultipleChoice(config, dropout_prob=0.0),
+                                    classes(4, (batch, 4, seq))),
+        "TrainableMultipleChoice": (lambda: TrainableMultipleChoice(config, num_choices=4, dropout_prob=0.0),
+                                    classes(4, (batch, 4, seq))),
+    }
+
+
+KERAS_MODELS = sorted(_keras_models())
+
+
+def _compiled(make, run_eagerly=True):
+    model = make()
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), run_eagerly=run_eagerly)
+    return model
+
+
+def _take(data, rows):
+    if isinstance(data, dict):
+        return {k: v[rows] for k, v in data.items()}
+    return data[rows]
+
+
+@pytest.mark.parametrize("name", KERAS_MODELS)
+def test_every_model_takes_features_x_y_and_sample_weights(name):
+    """`train_on_batch` / `test_on_batch` / `evaluate` / `fit` on plain numpy dicts, in each form Keras hands a
+    step: one feature dict (models whose labels are features), `(x, y)`, `(x, y, sample_weight)`. Same batch,
+    same weights: the same results whatever the form; zero sample weights drop examples (the weighted-mean
+    models: results of the other examples alone; the classifiers, Keras' sum over the batch: half of them)."""
+    make, batch = _keras_models()[name]
+    x, y, labels_are_features = batch()
+    keras.utils.set_random_seed(0)
+    model = _compiled(make)  # built by its first batch, not beforehand
+    forms = {"x_y": lambda m: m.test_on_batch(x, y, return_dict=True)}
+    if labels_are_features:
+        forms["features"] = lambda m: m.test_on_batch({**x, **y}, return_dict=True)
+        forms["evaluate"] = lambda m: m.evaluate({**x, **y}, batch_size=4, return_dict=True, verbose=0)
+    else:
+        forms["evaluate"] = lambda m: m.evaluate(x, y, batch_size=4, return_dict=True, verbose=0)
+    results = {form: run(model) for form, run in forms.items()}
+    reference = results["x_y"]
+    assert "loss" in reference and 0 < reference["loss"] < 20
+    for form, result in results.items():
+        assert result.keys() == reference.keys(), form
+        for key in reference:
+            assert result[key] == pytest.approx(reference[key], rel=1e-6), (form, key)
+
+    ones = model.test_on_batch(x, y, sample_weight=np.ones(4, np.float32), return_dict=True)
+    assert ones["loss"] == pytest.approx(reference["loss"], rel=1e-6)
+    weighted = model.test_on_batch(x, y, sample_weight=np.array([1, 1, 0, 0], np.float32), return_dict=True)
+    first_two = model.test_on_batch(_take(x, slice(0, 2)), _take(y, slice(0, 2)), return_dict=True)
+    factor = 1.0 if labels_are_features else 0.5
+    assert weighted["loss"] == pytest.approx(factor * first_two["loss"], rel=1e-5)
+    assert abs(weighted["loss"] - reference["loss"]) > 1e-4  # the weights changed something
+
+    # one training step from the same weights: the same weights after it, whatever the form
+    steps = {"x_y": lambda m: m.train_on_batch(x, y),
+             "x_y_w": lambda m: m.train_on_batch(x, y, sample_weight=np.ones(4, np.float32))}
+    if labels_are_features:
+        steps["features"] = lambda m: m.train_on_batch({**x, **y})
+    after = {}
+    for form, step in steps.items():
+        trained = _compiled(make)
+        trained.test_on_batch(x, y)  # build
+        trained.set_weights(model.get_weights())
+        step(trained)
+        after[form] = trained.get_weights()
+    for form, weights in after.items():
+        for a, b in zip(weights, after["x_y"]):
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7, err_msg=form)
+    assert any(not np.allclose(a, b) for a, b in zip(after["x_y"], model.get_weights()))
+
+
+@pytest.mark.parametrize("name", ["AlbertForSquad_v2", "TrainableSquad_v2"])
+def test_fit_on_x_y_in_a_graph_equals_it_run_eagerly(name):
+    """The steps above run eagerly (quicker); here `fit` traces them, through Keras' step and `TrainStep`, with
+    the v2.0 head, whose forward pass needs the gold starts that `y` holds: the same weights as run eagerly."""
+    make, batch = _keras_models()[name]
+    x, y, _ = batch()
+    graph, eager = _compiled(make, run_eagerly=False), _compiled(make)
+    eager.test_on_batch(x, y)  # build
+    graph.test_on_batch(x, y)
+    graph.set_weights(eager.get_weights())
+    start = eager.get_weights()
+    logs = {}
+    for kind, model in (("graph", graph), ("eager", eager)):
+        logs[kind] = model.fit(x, y, batch_size=2, epochs=1, shuffle=False, verbose=0).history
+    assert set(logs["graph"]) >= {"loss", "start_loss", "end_loss", "cls_loss"}
+    assert logs["graph"]["loss"][0] == pytest.approx(logs["eager"]["loss"][0], rel=1e-5)
+    for a, b, s in zip(graph.get_weights(), eager.get_weights(), start):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert any(not np.allclose(a, s) for a, s in zip(graph.get_weights(), start))
+
+def test_labels_in_two_places_or_of_the_wrong_kind_are_named():
+    from albert_tf.model import dummy_inputs
+    from albert_tf.model.feature_labels import merge_labels
+
+    make, batch = _keras_models()["AlbertPretrainer"]
+    x, y, _ = batch()
+    for built in (False, True):  # unbuilt, and built on other shapes as the pretraining task builds it
+        model = _compiled(make)
+        if built:
+            model(dummy_inputs(num_predictions=1), training=False)
+        assert np.isfinite(model.train_on_batch({**x, **y}, return_dict=True)["loss"])
+    with pytest.raises(ValueError, match="masked_lm_ids given in both x and y"):
+        model.train_on_batch({**x, "masked_lm_ids": y["masked_lm_ids"]}, y)
+    with pytest.raises(TypeError, match="AlbertPretrainer reads its labels as named features"):
+        model.test_on_batch(x, y["masked_lm_ids"])
+    assert merge_labels("m", x, None) is x
+    make, batch = _keras_models()["TrainableClassifier"]
+    x, _, _ = batch()
+    with pytest.raises(ValueError, match="TrainableClassifier needs labels"):
+        _compiled(make).train_on_batch(x)

@@ -1,0 +1,94 @@
+"""The library's import rules (README, "Layout"), read from the source of every module, imports inside
+functions included: which layer packages may import which, no circles between packages, and training code
+(`tf.GradientTape`, `Model.fit`) only in `albert_tf/train/`."""
+
+import ast
+import os
+import re
+
+import pytest
+
+from tests.helpers import REPO
+
+PACKAGE_DIR = os.path.join(REPO, "albert_tf")
+PACKAGES = ("model", "text", "data", "checkpoints", "train", "evaluation", "tasks", "serving", "scripts")
+FORBIDDEN = {
+    "model": {"train", "checkpoints", "data", "tasks", "serving", "evaluation", "text", "scripts"},
+    "text": set(PACKAGES) - {"text"},
+    "data": {"model", "train", "tasks", "serving", "checkpoints", "scripts"},
+    "evaluation": {"model", "train", "tasks", "serving", "checkpoints", "scripts"},
+    "checkpoints": {"train", "tasks", "serving", "data", "scripts"},
+    "train": {"tasks", "serving", "data", "scripts"},
+    "serving": {"tasks", "train", "data", "scripts"},
+    "tasks": {"scripts"},
+}
+
+
+def _modules():
+    """{path relative to albert_tf/: source} of every module."""
+    found = {}
+    for root, _, files in os.walk(PACKAGE_DIR):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                with open(path, encoding="utf-8") as f:
+                    found[os.path.relpath(path, PACKAGE_DIR)] = f.read()
+    return found
+
+
+def _package(relpath):
+    """The layer package of a module (its first folder), or None for a top-level module."""
+    head = relpath.split(os.sep)[0]
+    return head if head in PACKAGES else None
+
+
+def _imported_packages(source):
+    """Layer packages a module's source imports, wherever the import stands."""
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "albert_tf" and len(parts) > 1 and parts[1] in PACKAGES:
+                imported.add(parts[1])
+    return imported
+
+
+MODULES = _modules()
+
+
+def test_the_rules_see_every_package():
+    assert {_package(p) for p in MODULES} - {None} == set(PACKAGES)
+    assert _imported_packages("def f():\n    from albert_tf.train import runner\n") == {"train"}
+    assert _imported_packages("from albert_tf import model, fileio\n") == {"model"}
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_a_package_imports_only_what_its_layer_may(package):
+    broken = {path: sorted(_imported_packages(source) & FORBIDDEN[package])
+              for path, source in MODULES.items() if _package(path) == package}
+    assert not {path: names for path, names in broken.items() if names}
+
+
+def test_no_import_circles_between_packages():
+    edges = {p: set() for p in PACKAGES}
+    for path, source in MODULES.items():
+        package = _package(path)
+        if package:
+            edges[package] |= _imported_packages(source) - {package}
+
+    def reaches(start, goal, seen):
+        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in edges[start])
+
+    assert not [p for p in PACKAGES if reaches(p, p, {p})]
+
+
+def test_training_code_only_in_train():
+    pattern = re.compile(r"GradientTape|\.fit\(")
+    outside = [path for path, source in MODULES.items()
+               if _package(path) != "train" and pattern.search(source)]
+    assert not outside

@@ -1,0 +1,94 @@
+"""Every flag of the original release's scripts exists in the matching script here, with the original's default
+(the table in tests/original_flags.py, written from reading the original); flags accepted but without effect say
+so in their help text.
+
+Flags are read from the scripts' source (`tests.helpers.script_flag_definitions`), so no absl state is shared.
+"""
+
+import math
+
+import pytest
+
+from tests.helpers import script_flag_definitions
+from tests.original_flags import ENUM_CHOICES, FLAGS_DROPPED_BEFORE_FINAL_MASTER, ORIGINAL_FLAGS
+
+# Flags accepted only so that the original's command lines run, per script here (the README lists them).
+INERT_HERE = {
+    "create_pretraining_data.py": {"input_file_mode", "parallel"},
+    "run_pretraining.py": {"num_tpu_cores"},
+    "run_classifier.py": {"num_tpu_cores"},
+    "run_squad.py": {"num_tpu_cores", "use_einsum", "predict_feature_left_file"},
+    "run_race.py": {"num_tpu_cores"},
+}
+INERT_PREFIX = "Accepted for compatibility and unused: "
+
+
+def _same_default(ours, original):
+    if isinstance(original, float) and math.isnan(original):
+        return isinstance(ours, float) and math.isnan(ours)
+    return type(ours) is type(original) and ours == original
+
+
+def _assert_has_the_originals_flags(script, original_script):
+    ours = script_flag_definitions(script)
+    expected = dict(ORIGINAL_FLAGS[original_script])
+    expected.update(FLAGS_DROPPED_BEFORE_FINAL_MASTER.get(original_script, {}))
+    missing = sorted(set(expected) - set(ours))
+    assert not missing, f"{script} lacks {original_script}'s flags {missing}"
+    differing = {name: (ours[name].default, default) for name, default in expected.items()
+                 if not _same_default(ours[name].default, default)}
+    assert not differing, f"{script}: defaults (ours, original's) differ: {differing}"
+    for name, choices in ENUM_CHOICES.get(original_script, {}).items():
+        assert ours[name].kind == "enum" and sorted(ours[name].enum_values) == sorted(choices), name
+    return ours
+
+
+def _assert_inert_flags_say_so(script, ours):
+    for name in INERT_HERE[script]:
+        assert ours[name].help.startswith(INERT_PREFIX) and len(ours[name].help) > len(INERT_PREFIX) + 10, name
+    claiming = {name for name, d in ours.items() if "accepted for compatibility" in str(d.help).lower()}
+    assert claiming == INERT_HERE[script], f"{script}: help texts that claim no effect: {sorted(claiming)}"
+
+
+def test_create_pretraining_data_flags():
+    ours = _assert_has_the_originals_flags("create_pretraining_data.py", "create_pretraining_data.py")
+    _assert_inert_flags_say_so("create_pretraining_data.py", ours)
+
+
+def test_run_pretraining_flags():
+    ours = _assert_has_the_originals_flags("run_pretraining.py", "run_pretraining.py")
+    assert ours["do_train"].default is True  # as the original: --input_file alone trains
+    assert ours["masked_lm_budget"].kind == "float" and ours["masked_lm_budget"].default == 0.0
+    _assert_inert_flags_say_so("run_pretraining.py", ours)
+
+
+def test_run_classifier_flags():
+    ours = _assert_has_the_originals_flags("run_classifier.py", "run_classifier.py")
+    assert math.isnan(ours["threshold_to_export"].default)
+    _assert_inert_flags_say_so("run_classifier.py", ours)
+
+
+@pytest.mark.parametrize("original_script", ["run_squad_v1.py", "run_squad_v2.py"])
+def test_run_squad_flags(original_script):
+    """One script for both of the original's SQuAD scripts: it has the union of their flags (their shared
+    flags have the same defaults in both)."""
+    ours = _assert_has_the_originals_flags("run_squad.py", original_script)
+    _assert_inert_flags_say_so("run_squad.py", ours)
+
+
+def test_run_race_flags():
+    ours = _assert_has_the_originals_flags("run_race.py", "run_race.py")
+    assert ours["do_train"].default is True and ours["do_eval"].default is True
+    _assert_inert_flags_say_so("run_race.py", ours)
+
+
+def test_a_wrong_default_or_a_missing_flag_would_be_found():
+    """The comparison itself: NaN only equals NaN, 0 is not 0.0, True is not 1, and an absent flag is named."""
+    assert _same_default(float("nan"), float("nan")) and not _same_default(None, float("nan"))
+    assert not _same_default(0, 0.0) and not _same_default(1, True) and _same_default("lamb", "lamb")
+    ORIGINAL_FLAGS["_probe.py"] = {"no_such_flag": None}
+    try:
+        with pytest.raises(AssertionError, match="no_such_flag"):
+            _assert_has_the_originals_flags("run_race.py", "_probe.py")
+    finally:
+        del ORIGINAL_FLAGS["_probe.py"]
