@@ -41,6 +41,8 @@ It uses TFLite builtin ops only; a model needing other TensorFlow ops stops nami
 --allow_select_tf_ops.
 """
 
+import dataclasses
+
 from absl import flags
 from absl import logging as absl_logging
 
@@ -109,19 +111,9 @@ def main(argv):
     from albert_tf.tasks import exports
 
     exports.check_export_dir(FLAGS.export_dir, FLAGS.overwrite)
-    outcome = exports.export(
-        FLAGS.export_type, FLAGS.export_dir, overwrite=FLAGS.overwrite,
-        albert_config_file=FLAGS.albert_config_file, init_checkpoint=FLAGS.init_checkpoint,
-        spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
-        max_seq_length=FLAGS.max_seq_length, num_labels=FLAGS.num_labels, label_list=FLAGS.label_list,
-        threshold=FLAGS.threshold, version_2_with_negative=FLAGS.version_2_with_negative,
-        max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length,
-        doc_stride=FLAGS.doc_stride, n_best_size=FLAGS.n_best_size,
-        start_n_top=FLAGS.start_n_top, end_n_top=FLAGS.end_n_top,
-        null_score_diff_threshold=FLAGS.null_score_diff_threshold, max_qa_length=FLAGS.max_qa_length,
-        tflite_model=FLAGS.tflite_model, source_saved_model=FLAGS.source_saved_model, quantize=FLAGS.quantize,
-        eval_task=FLAGS.eval_task, eval_data_dir=FLAGS.eval_data_dir, eval_max_examples=FLAGS.eval_max_examples,
-        allow_select_tf_ops=FLAGS.allow_select_tf_ops)
+    options = {field.name: FLAGS[field.name].value for field in dataclasses.fields(exports.ExportRequest)
+               if field.name not in ("export_type", "export_dir")}  # the flags are the request's fields
+    outcome = exports.export(FLAGS.export_type, FLAGS.export_dir, **options)
     print(exports.describe(outcome))
 
 

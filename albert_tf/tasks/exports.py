@@ -6,6 +6,7 @@ Garden's TF-Hub interface (`tfhub`, `tfhub_preprocessing`: what `albert_en_base/
 offer).
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -33,10 +34,6 @@ from albert_tf.text.tokenization import FullTokenizer
 EXPORT_TYPES = ("encoder", "preprocessing", "classifier", "squad", "race", "tflite", "tfhub", "tfhub_preprocessing")
 TEXT_ONLY_TYPES = ("preprocessing", "tfhub_preprocessing")
 TFLITE_MODELS = ("encoder", "classifier", "squad", "race")
-
-
-def _tokenizer_file(spm_model_file, vocab_file):
-    return spm_model_file or vocab_file
 
 
 def check_export_dir(export_dir, overwrite):
@@ -110,143 +107,222 @@ def _eval_features(task, data_dir, tokenizer, seq_length, max_examples):
     return features, labels
 
 
-def export(export_type, export_dir, overwrite=False, albert_config_file=None, init_checkpoint=None,
-        spm_model_file=None, vocab_file=None, do_lower_case=True, max_seq_length=None, num_labels=2,
-        label_list=None, threshold=None, version_2_with_negative=False, max_query_length=64, max_answer_length=30,
-        doc_stride=128, n_best_size=20, start_n_top=5, end_n_top=5, null_score_diff_threshold=None,
-        max_qa_length=None, tflite_model="encoder",
-        source_saved_model=None, quantize=None, eval_task=None, eval_data_dir=None, eval_max_examples=1000,
-        allow_select_tf_ops=False, log=print):
-    """Writes the export; returns a dict describing it (`export_dir`, and per type `dirs`, `tflite`, `eval`).
+@dataclasses.dataclass
+class ExportRequest:
+    """What one export is asked for: `export_model.py`'s flags, by their names."""
+
+    export_type: str
+    export_dir: str
+    overwrite: bool = False
+    albert_config_file: str = None
+    init_checkpoint: str = None
+    spm_model_file: str = None
+    vocab_file: str = None
+    do_lower_case: bool = True
+    max_seq_length: int = None
+    num_labels: int = 2
+    label_list: list = None
+    threshold: float = None
+    version_2_with_negative: bool = False
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    doc_stride: int = 128
+    n_best_size: int = 20
+    start_n_top: int = 5
+    end_n_top: int = 5
+    null_score_diff_threshold: float = None
+    max_qa_length: int = None
+    tflite_model: str = "encoder"
+    source_saved_model: str = None
+    quantize: str = None
+    eval_task: str = None
+    eval_data_dir: str = None
+    eval_max_examples: int = 1000
+    allow_select_tf_ops: bool = False
+
+    @property
+    def tokenizer_file(self):
+        return self.spm_model_file or self.vocab_file
+
+    @property
+    def vocab_file_only(self):
+        """The WordPiece vocabulary when no SentencePiece model is given (the SentencePiece model wins)."""
+        return None if self.spm_model_file else self.vocab_file
+
+    def needs_model(self):
+        return self.export_type not in TEXT_ONLY_TYPES and not (self.export_type == "tflite"
+                                                                 and self.source_saved_model)
+
+
+def export(export_type, export_dir, log=print, **options):
+    """Writes the export of `export_type` (one of `EXPORT_TYPES`) to `export_dir`; `options` are the other
+    `ExportRequest` fields. Returns a dict describing it (`export_type`, `export_dir`, and per type `model`,
+    `dirs`, `tflite`, `eval`).
 
     Raises UsageError (bad flags), ExportError, CheckpointError, ConfigError or TokenizerError with a message.
     """
     if export_type not in EXPORT_TYPES:
         raise UsageError(f"unknown export type {export_type!r}; known: {', '.join(EXPORT_TYPES)}")
-    check_export_dir(export_dir, overwrite)
-    if quantize in ("none", ""):
-        quantize = None
-    tokenizer_file = _tokenizer_file(spm_model_file, vocab_file)
-    if spm_model_file and vocab_file:
+    request = ExportRequest(export_type, export_dir, **options)
+    check_export_dir(export_dir, request.overwrite)
+    if request.quantize in ("none", ""):
+        request.quantize = None
+    if request.spm_model_file and request.vocab_file:
         log("Both --spm_model_file and --vocab_file given: using the SentencePiece model.")
-    if tflite_model not in TFLITE_MODELS:
-        raise UsageError(f"unknown --tflite_model {tflite_model!r}; known: {', '.join(TFLITE_MODELS)}")
-
-    config = None
-    needs_model = export_type not in TEXT_ONLY_TYPES and not (export_type == "tflite" and source_saved_model)
-    if not albert_config_file and needs_model and init_checkpoint:
-        albert_config_file = model_garden.config_file_beside(init_checkpoint)  # e.g. a hub module's assets/
-        if not albert_config_file:
-            raise UsageError(f"--albert_config_file is required for this export type: the weights do not give the "
-                             f"number of layers and heads, and {init_checkpoint} has no "
-                             f"{model_garden.CONFIG_NAME} beside it")
-    if albert_config_file:
-        config = AlbertConfig.from_json_file(albert_config_file)
-    if needs_model and config is None:
-        raise UsageError("--albert_config_file is required for this export type")
+    if request.tflite_model not in TFLITE_MODELS:
+        raise UsageError(f"unknown --tflite_model {request.tflite_model!r}; known: {', '.join(TFLITE_MODELS)}")
+    config = _config(request)
     default_length = {"squad": 384, "race": 512}.get(export_type, 128)
-    if max_seq_length is None and config is not None:
+    if request.max_seq_length is None and config is not None:
         default_length = min(default_length, config.max_position_embeddings)
-    seq_length = max_seq_length or default_length
+    seq_length = request.max_seq_length or default_length
     if config is not None:
         config.check_sequence_length(seq_length)
     outcome = {"export_type": export_type}
-
-    if export_type == "preprocessing":
-        outcome["export_dir"] = export_preprocessing(
-            export_dir, spm_model_file=spm_model_file, vocab_file=None if spm_model_file else vocab_file,
-            do_lower_case=do_lower_case, max_seq_length=seq_length,
-            max_position_embeddings=config.max_position_embeddings if config else None, overwrite=overwrite)
-        return outcome
-    if export_type == "tfhub_preprocessing":
-        outcome["export_dir"] = export_tfhub_preprocessing(
-            export_dir, spm_model_file=spm_model_file, vocab_file=None if spm_model_file else vocab_file,
-            do_lower_case=do_lower_case, seq_length=seq_length, overwrite=overwrite)
-        return outcome
-    if export_type == "tfhub":
-        model, result = build_pretraining_or_encoder(config, init_checkpoint)
-        log(f"Loaded {result}")
-        outcome["model"] = type(model).__name__
-        outcome["export_dir"] = export_tfhub(model, export_dir, spm_model_file=spm_model_file,
-                                             vocab_file=None if spm_model_file else vocab_file,
-                                             do_lower_case=do_lower_case, overwrite=overwrite)
-        return outcome
-
-    if export_type == "tflite":
-        if quantize not in QUANTIZE_MODES:
-            raise UsageError(f"unknown --quantize {quantize!r}; known: none, dynamic_int8")
-        if source_saved_model:
-            source, head = source_saved_model, "saved_model"
-        else:
-            source, result = build_model(tflite_model, config, init_checkpoint, num_labels=num_labels,
-                                         version_2=version_2_with_negative, start_n_top=start_n_top,
-                                         end_n_top=end_n_top)
-            head = tflite_model
-            log(f"Loaded {result}")
-        with fileio.atomic_path(export_dir, f"--export_dir {export_dir}", directory=True,
-                                replace_directory_ok=True) as tmp_dir:
-            tf.io.gfile.makedirs(tmp_dir)
-            info = export_tflite(source, os.path.join(tmp_dir, "model.tflite"), quantize=quantize,
-                                 seq_length=seq_length, allow_select_tf_ops=allow_select_tf_ops)
-            outcome["tflite"] = info
-            if eval_task:
-                if head != "classifier":
-                    raise UsageError("--eval_task needs --tflite_model=classifier (a fine-tuned classifier)")
-                if not eval_data_dir:
-                    raise UsageError("--eval_data_dir is required with --eval_task")
-                if not tokenizer_file:
-                    raise UsageError("--eval_task needs --spm_model_file or --vocab_file")
-                tokenizer = FullTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
-                                          do_lower_case=do_lower_case)
-                features, labels = _eval_features(eval_task, eval_data_dir, tokenizer, seq_length,
-                                                  eval_max_examples)
-                outcome["eval"] = compare_outputs(_keras_reference(source), TFLiteModel(info.path), features,
-                                                  labels, output="logits")
-            if tokenizer_file:
-                shutil.copy(tokenizer_file, os.path.join(tmp_dir, os.path.basename(tokenizer_file)))
-            summary = {"model": head, "quantize": quantize or "none", "seq_length": seq_length,
-                       "size_bytes": info.size_bytes, "inputs": list(ID_FEATURES),
-                       "input_shape": list(info.input_shape), "outputs": list(info.outputs),
-                       "max_abs_diff_vs_float32_model": info.max_abs_diff, "select_tf_ops": info.select_tf_ops,
-                       "not_verified": info.unverified,
-                       "tokenizer_file": os.path.basename(tokenizer_file) if tokenizer_file else None,
-                       "do_lower_case": do_lower_case, "eval": outcome.get("eval")}
-            with open(os.path.join(tmp_dir, "tflite_info.json"), "w", encoding="utf-8") as f:
-                json.dump(summary, f, indent=2, sort_keys=True)
-        outcome["export_dir"] = os.path.abspath(export_dir)
-        info.path = os.path.join(outcome["export_dir"], "model.tflite")
-        return outcome
-
-    model, result = build_model(export_type, config, init_checkpoint, num_labels=num_labels,
-                                version_2=version_2_with_negative, start_n_top=start_n_top, end_n_top=end_n_top)
-    log(f"Loaded {result}")
-    outcome["model"] = type(model).__name__
-    if export_type == "encoder":
-        outcome["export_dir"] = export_encoder(model, export_dir, tokenizer_file=tokenizer_file,
-                                                      do_lower_case=do_lower_case, overwrite=overwrite)
-    elif export_type == "classifier":
-        if not tokenizer_file:
-            raise UsageError("the classifier export needs --spm_model_file or --vocab_file (its text signatures)")
-        outcome["export_dir"] = export_classifier(model, export_dir, tokenizer_file, do_lower_case=do_lower_case,
-                                                  max_seq_length=seq_length, threshold=threshold,
-                                                  overwrite=overwrite, label_list=label_list)
-    elif export_type == "squad":
-        if vocab_file and not spm_model_file:
-            raise UsageError("the SQuAD export needs --spm_model_file (SQuAD features are SentencePiece-only)")
-        if overwrite and os.path.isdir(export_dir):
-            shutil.rmtree(export_dir)
-        outcome["dirs"] = export_squad_model(
-            model, export_dir, spm_model_file=spm_model_file, do_lower_case=do_lower_case,
-            max_seq_length=seq_length, doc_stride=doc_stride, max_query_length=max_query_length,
-            max_answer_length=max_answer_length, n_best_size=n_best_size,
-            null_score_diff_threshold=null_score_diff_threshold, overwrite=overwrite)
-        outcome["export_dir"] = os.path.abspath(export_dir)
-    elif export_type == "race":
-        outcome["export_dir"] = export_race_model(
-            model, export_dir, tokenizer_file=tokenizer_file, do_lower_case=do_lower_case, overwrite=overwrite,
-            is_sentencepiece=bool(spm_model_file) if tokenizer_file else None, max_seq_length=seq_length,
-            max_qa_length=max_qa_length or min(128, seq_length - 3))
+    outcome.update(_EXPORTERS[export_type](request, config, seq_length, log))
     return outcome
+
+
+def _config(request):
+    """The AlbertConfig of the export (None for text-only exports), from --albert_config_file or the
+    albert_config.json beside the weights."""
+    path = request.albert_config_file
+    if not path and request.needs_model() and request.init_checkpoint:
+        path = model_garden.config_file_beside(request.init_checkpoint)  # e.g. a hub module's assets/
+        if not path:
+            raise UsageError(f"--albert_config_file is required for this export type: the weights do not give the "
+                             f"number of layers and heads, and {request.init_checkpoint} has no "
+                             f"{model_garden.CONFIG_NAME} beside it")
+    if not path:
+        if request.needs_model():
+            raise UsageError("--albert_config_file is required for this export type")
+        return None
+    return AlbertConfig.from_json_file(path)
+
+
+def _loaded(request, kind, config, log):
+    """`build_model(kind, ...)` with the request's checkpoint and head options, logging what loaded."""
+    model, result = build_model(kind, config, request.init_checkpoint, num_labels=request.num_labels,
+                                version_2=request.version_2_with_negative, start_n_top=request.start_n_top,
+                                end_n_top=request.end_n_top)
+    log(f"Loaded {result}")
+    return model
+
+
+def _export_preprocessing(request, config, seq_length, log):
+    return {"export_dir": export_preprocessing(
+        request.export_dir, spm_model_file=request.spm_model_file, vocab_file=request.vocab_file_only,
+        do_lower_case=request.do_lower_case, max_seq_length=seq_length,
+        max_position_embeddings=config.max_position_embeddings if config else None, overwrite=request.overwrite)}
+
+
+def _export_tfhub_preprocessing(request, config, seq_length, log):
+    return {"export_dir": export_tfhub_preprocessing(
+        request.export_dir, spm_model_file=request.spm_model_file, vocab_file=request.vocab_file_only,
+        do_lower_case=request.do_lower_case, seq_length=seq_length, overwrite=request.overwrite)}
+
+
+def _export_tfhub(request, config, seq_length, log):
+    model, result = build_pretraining_or_encoder(config, request.init_checkpoint)
+    log(f"Loaded {result}")
+    return {"model": type(model).__name__,
+            "export_dir": export_tfhub(model, request.export_dir, spm_model_file=request.spm_model_file,
+                                       vocab_file=request.vocab_file_only, do_lower_case=request.do_lower_case,
+                                       overwrite=request.overwrite)}
+
+
+def _export_encoder(request, config, seq_length, log):
+    model = _loaded(request, "encoder", config, log)
+    return {"model": type(model).__name__,
+            "export_dir": export_encoder(model, request.export_dir, tokenizer_file=request.tokenizer_file,
+                                         do_lower_case=request.do_lower_case, overwrite=request.overwrite)}
+
+
+def _export_classifier(request, config, seq_length, log):
+    model = _loaded(request, "classifier", config, log)
+    if not request.tokenizer_file:
+        raise UsageError("the classifier export needs --spm_model_file or --vocab_file (its text signatures)")
+    return {"model": type(model).__name__,
+            "export_dir": export_classifier(model, request.export_dir, request.tokenizer_file,
+                                            do_lower_case=request.do_lower_case, max_seq_length=seq_length,
+                                            threshold=request.threshold, overwrite=request.overwrite,
+                                            label_list=request.label_list)}
+
+
+def _export_squad(request, config, seq_length, log):
+    model = _loaded(request, "squad", config, log)
+    if request.vocab_file and not request.spm_model_file:
+        raise UsageError("the SQuAD export needs --spm_model_file (SQuAD features are SentencePiece-only)")
+    if request.overwrite and os.path.isdir(request.export_dir):
+        shutil.rmtree(request.export_dir)
+    dirs = export_squad_model(
+        model, request.export_dir, spm_model_file=request.spm_model_file, do_lower_case=request.do_lower_case,
+        max_seq_length=seq_length, doc_stride=request.doc_stride, max_query_length=request.max_query_length,
+        max_answer_length=request.max_answer_length, n_best_size=request.n_best_size,
+        null_score_diff_threshold=request.null_score_diff_threshold, overwrite=request.overwrite)
+    return {"model": type(model).__name__, "dirs": dirs, "export_dir": os.path.abspath(request.export_dir)}
+
+
+def _export_race(request, config, seq_length, log):
+    model = _loaded(request, "race", config, log)
+    return {"model": type(model).__name__, "export_dir": export_race_model(
+        model, request.export_dir, tokenizer_file=request.tokenizer_file, do_lower_case=request.do_lower_case,
+        overwrite=request.overwrite, is_sentencepiece=bool(request.spm_model_file) if request.tokenizer_file else None,
+        max_seq_length=seq_length, max_qa_length=request.max_qa_length or min(128, seq_length - 3))}
+
+
+def _export_tflite(request, config, seq_length, log):
+    if request.quantize not in QUANTIZE_MODES:
+        raise UsageError(f"unknown --quantize {request.quantize!r}; known: none, dynamic_int8")
+    if request.source_saved_model:
+        source, head = request.source_saved_model, "saved_model"
+    else:
+        source, head = _loaded(request, request.tflite_model, config, log), request.tflite_model
+    tokenizer_file = request.tokenizer_file
+    outcome = {}
+    with fileio.atomic_path(request.export_dir, f"--export_dir {request.export_dir}", directory=True,
+                            replace_directory_ok=True) as tmp_dir:
+        tf.io.gfile.makedirs(tmp_dir)
+        info = export_tflite(source, os.path.join(tmp_dir, "model.tflite"), quantize=request.quantize,
+                             seq_length=seq_length, allow_select_tf_ops=request.allow_select_tf_ops)
+        outcome["tflite"] = info
+        if request.eval_task:
+            outcome["eval"] = _tflite_eval(request, head, source, info, seq_length)
+        if tokenizer_file:
+            shutil.copy(tokenizer_file, os.path.join(tmp_dir, os.path.basename(tokenizer_file)))
+        summary = {"model": head, "quantize": request.quantize or "none", "seq_length": seq_length,
+                   "size_bytes": info.size_bytes, "inputs": list(ID_FEATURES),
+                   "input_shape": list(info.input_shape), "outputs": list(info.outputs),
+                   "max_abs_diff_vs_float32_model": info.max_abs_diff, "select_tf_ops": info.select_tf_ops,
+                   "not_verified": info.unverified,
+                   "tokenizer_file": os.path.basename(tokenizer_file) if tokenizer_file else None,
+                   "do_lower_case": request.do_lower_case, "eval": outcome.get("eval")}
+        with open(os.path.join(tmp_dir, "tflite_info.json"), "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=2, sort_keys=True)
+    outcome["export_dir"] = os.path.abspath(request.export_dir)
+    info.path = os.path.join(outcome["export_dir"], "model.tflite")
+    return outcome
+
+
+def _tflite_eval(request, head, source, info, seq_length):
+    """Dev-set accuracy of the float32 classifier against its TFLite conversion (`--eval_task`)."""
+    if head != "classifier":
+        raise UsageError("--eval_task needs --tflite_model=classifier (a fine-tuned classifier)")
+    if not request.eval_data_dir:
+        raise UsageError("--eval_data_dir is required with --eval_task")
+    if not request.tokenizer_file:
+        raise UsageError("--eval_task needs --spm_model_file or --vocab_file")
+    tokenizer = FullTokenizer(spm_model_file=request.spm_model_file, vocab_file=request.vocab_file,
+                              do_lower_case=request.do_lower_case)
+    features, labels = _eval_features(request.eval_task, request.eval_data_dir, tokenizer, seq_length,
+                                      request.eval_max_examples)
+    return compare_outputs(_keras_reference(source), TFLiteModel(info.path), features, labels, output="logits")
+
+
+_EXPORTERS = {"encoder": _export_encoder, "preprocessing": _export_preprocessing,
+              "classifier": _export_classifier, "squad": _export_squad, "race": _export_race,
+              "tflite": _export_tflite, "tfhub": _export_tfhub, "tfhub_preprocessing": _export_tfhub_preprocessing}
+assert tuple(_EXPORTERS) == EXPORT_TYPES
 
 
 def _keras_reference(model):
