@@ -27,9 +27,11 @@ Flags:
   --train_examples    training examples sampled (seed 0) from each task's train.tsv for the timings (10000).
   --predict_examples  dev examples predicted per round in the timings (64; batch 8, the original's default).
   --squad_questions   questions of --squad_file in the SQuAD timings (32).
-  --accuracy_steps, --accuracy_seeds
-                      SST-2 from scratch (full train set, --max_seq_length 128, batch 64, learning rate 1e-3,
-                      10 % warm-up), bucketing off and on, for each seed (1000 steps; seeds 1,2,3): dev accuracy
+  --accuracy_steps, --accuracy_seeds, --accuracy_init_checkpoint, --accuracy_learning_rate
+                      SST-2 (full train set, --max_seq_length 128, batch 64, learning rate 1e-3, 10 % warm-up;
+                      from random initialisation, or from a checkpoint such as bench_pretrain_finetune.py's
+                      pretraining: from scratch, the tiny model still predicts the majority class after 2000 steps
+                      at these settings), bucketing off and on, for each seed (1000 steps; seeds 1,2,3): dev accuracy
                       mean +- spread (max - min) over seeds, and the predictions of each trained model with and
                       without dynamic padding (and, as a negative control, with input_mask all ones).
   --squad_epochs      epochs of the tiny SQuAD models (v1.1 and v2.0 heads) trained on data/squad/dev-v1.1-
@@ -111,6 +113,9 @@ flags.DEFINE_integer("predict_examples", 64, "Dev examples predicted per round i
 flags.DEFINE_integer("squad_questions", 32, "Questions in the SQuAD timings.")
 flags.DEFINE_integer("accuracy_steps", 1000, "SST-2 training steps of each accuracy run.")
 flags.DEFINE_list("accuracy_seeds", ["1", "2", "3"], "Seeds of the accuracy runs.")
+flags.DEFINE_string("accuracy_init_checkpoint", None, "Checkpoint the accuracy runs start from (e.g. the pretraining "
+                    "of bench_pretrain_finetune.py); None: random initialisation.")
+flags.DEFINE_float("accuracy_learning_rate", 1e-3, "Learning rate of the accuracy runs.")
 flags.DEFINE_float("squad_epochs", 3.0, "Epochs of the tiny SQuAD models of the identity part.")
 flags.DEFINE_string("work_dir", None, "Where features and runs go (default: a temporary directory).")
 
@@ -347,7 +352,8 @@ def v1_predictions(data, outputs, n_best_size=20, max_answer_length=30):
 
 # ------------------------------------------------------------------------------------------------ accuracy
 def accuracy(work, table):
-    """SST-2 from scratch, bucketing off and on, per seed; identical predictions of every trained model."""
+    """SST-2 (from scratch, or from --accuracy_init_checkpoint), bucketing off and on, per seed; identical
+    predictions of every trained model."""
     config = AlbertConfig.from_json_file(FLAGS.accuracy_config)
     data_dir = sample_glue(FLAGS.glue_dir, os.path.join(work, "glue_full"), "sst-2", None, None)
     runs = {}
@@ -357,7 +363,8 @@ def accuracy(work, table):
             params = ClassifierParams(
                 albert_config=config, output_dir=out, task_name="sst-2", data_dir=data_dir, spm_model_file=SPM,
                 cached_dir=os.path.join(work, "cache"), max_seq_length=128, do_train=True, do_eval=True,
-                train_batch_size=64, eval_batch_size=128, learning_rate=1e-3, train_step=FLAGS.accuracy_steps,
+                train_batch_size=64, eval_batch_size=128, learning_rate=FLAGS.accuracy_learning_rate,
+                train_step=FLAGS.accuracy_steps, init_checkpoint=FLAGS.accuracy_init_checkpoint,
                 warmup_step=FLAGS.accuracy_steps // 10, save_checkpoints_steps=FLAGS.accuracy_steps,
                 iterations_per_loop=100, length_bucketing=bucketing, random_seed=seed, log_every=0)
             outcome = run_classifier(params)

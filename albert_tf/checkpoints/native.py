@@ -34,7 +34,7 @@ def object_keys(model, root=ROOT):
             child_path = f"{path}/{name}"
             if id(child) in wanted:
                 keys[child_path + _SUFFIX] = wanted[id(child)]
-            elif hasattr(child, "_trackable_children"):
+            elif keras_internals.is_trackable(child):
                 walk(child, child_path)
 
     if id(model) in wanted:
