@@ -246,10 +246,11 @@ class AlbertEncoder(keras.layers.Layer):
     the original). With the released configs (one group of one block) a single block is reused for every
     layer, so the parameter count does not grow with depth while the compute does.
 
-    With `remat=True` (the scripts' `--remat`) each block call is recomputed in the backward pass
-    (`tf.recompute_grad`): only the block inputs stay in memory between the forward and the backward pass,
-    at the cost of one more forward pass. Gradients are the same (the dropout seeds are drawn once, outside
-    the recomputed function).
+    With `remat=True` (the scripts' `--remat`) each block call but the last layer's is recomputed in the
+    backward pass (`tf.recompute_grad`): only the block inputs stay in memory between the forward and the
+    backward pass, at the cost of about one more forward pass. The last layer is not recomputed because the
+    backward pass starts with it, so its activations would be rebuilt at once. Gradients are the same (the
+    dropout seeds are drawn once, outside the recomputed function).
 
     Call args:
       hidden_states: float [B, T, H].
@@ -303,7 +304,7 @@ class AlbertEncoder(keras.layers.Layer):
         for layer_index in range(self.num_hidden_layers):
             for block in self.groups[self.group_of_layer(layer_index)]:
                 seeds = block.draw_dropout_seeds(training)
-                if self.remat and training:
+                if self.remat and training and layer_index < self.num_hidden_layers - 1:
                     hidden_states = _recomputed(block, hidden_states, bias, seeds)
                 else:
                     hidden_states = block(hidden_states, attention_bias=bias, dropout_seeds=seeds,

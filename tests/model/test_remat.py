@@ -70,8 +70,9 @@ def test_gradients_with_and_without_remat_are_identical(compile_mode):
     set_remat(model, True)
     recomputed_fn = _gradient_fn(model, compile_mode)
     recomputed = recomputed_fn(inputs)
-    # Every block ran once more (its recomputation in the backward pass) ...
-    assert len(calls) - plain_calls == 2 * plain_calls
+    # Every block call but the last layer's ran once more (its recomputation in the backward pass) ...
+    last_layer_calls = len(model.albert.encoder.groups[model.albert.encoder.group_of_layer(2)])
+    assert len(calls) - plain_calls == 2 * plain_calls - last_layer_calls
     # ... drew the same masks, and advanced the seed generators as far as without remat.
     for a, b in zip(after_plain, [s.numpy() for s in states]):
         np.testing.assert_array_equal(a, b)
