@@ -484,7 +484,8 @@ def report(table):
                 + ", ".join(f"{k} {v:.1e}" for k, v in row["max_abs_diff"].items()))
         elif row["part"] == "accuracy":
             ids = row["identity"]
-            log(f" SST-2 tiny from scratch, length_bucketing={row['length_bucketing']}: dev accuracy "
+            start = f"from {FLAGS.accuracy_init_checkpoint}" if FLAGS.accuracy_init_checkpoint else "from scratch"
+            log(f" SST-2 tiny {start}, length_bucketing={row['length_bucketing']}: dev accuracy "
                 f"{100 * row['mean']:.2f} % +- {100 * row['spread'] / 2:.2f} (spread {100 * row['spread']:.2f}; "
                 f"{', '.join(f'{100 * a:.2f}' for a in row['dev_accuracies'])}), train "
                 f"{', '.join(f'{s:.0f}' for s in row['train_seconds'])} s | dynamic vs fixed padding: argmax "
