@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from albert_tf.serving.savedmodel import ID_FEATURES, ExportError, attach_tokenizer, length_check, save_module
+from albert_tf.serving.savedmodel import ID_FEATURES, ExportError, attach_tokenizer, checked_ids, save_module
 from albert_tf.text.preprocessor import AlbertTextPreprocessor
 from albert_tf.text.tokenization import TokenizerError, load_sentencepiece
 
@@ -48,10 +48,9 @@ def export_classifier(model, export_dir, tokenizer_file, do_lower_case=True, max
     labels_table = tf.constant([str(label) for label in label_list]) if label_list and not regression else None
 
     def outputs(input_ids, input_mask, segment_ids):
-        check = length_check(input_ids, max_positions, vocab_size=config.vocab_size)
-        with tf.control_dependencies([check]):
-            logits = tf.cast(model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
-                                   training=False), tf.float32)
+        input_ids = checked_ids(input_ids, max_positions, vocab_size=config.vocab_size)
+        logits = tf.cast(model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+                               training=False), tf.float32)
         if regression:
             result = {"probabilities": logits, "predictions": logits[:, 0]}
         else:

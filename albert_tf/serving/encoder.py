@@ -16,7 +16,7 @@ the Python tokenizer (`albert_tf.text.preprocessor.AlbertTextPreprocessor`), plu
 
 import tensorflow as tf
 
-from albert_tf.serving.savedmodel import ExportError, attach_tokenizer, ids_spec, length_check, save_module
+from albert_tf.serving.savedmodel import ExportError, attach_tokenizer, checked_ids, ids_spec, save_module
 from albert_tf.text.preprocessor import AlbertTextPreprocessor, TextPreprocessorModule
 
 
@@ -34,9 +34,9 @@ def export_encoder(model, export_dir, tokenizer_file=None, do_lower_case=True, o
 
     @tf.function(input_signature=[ids_spec("input_ids"), ids_spec("input_mask"), ids_spec("segment_ids")])
     def serve(input_ids, input_mask, segment_ids):
-        with tf.control_dependencies([length_check(input_ids, max_positions, vocab_size=vocab_size)]):
-            outputs = encoder({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
-                              training=False)
+        input_ids = checked_ids(input_ids, max_positions, vocab_size=vocab_size)
+        outputs = encoder({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+                          training=False)
         return {"sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
                 "pooled_output": tf.cast(outputs["pooled_output"], tf.float32)}
 
@@ -46,16 +46,16 @@ def export_encoder(model, export_dir, tokenizer_file=None, do_lower_case=True, o
         @tf.function(input_signature=[ids_spec("input_ids"), ids_spec("input_mask"), ids_spec("segment_ids"),
                                       ids_spec("masked_lm_positions")])
         def mlm(input_ids, input_mask, segment_ids, masked_lm_positions):
-            with tf.control_dependencies([length_check(input_ids, max_positions, vocab_size=vocab_size)]):
-                outputs = model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
-                                 "masked_lm_positions": masked_lm_positions}, training=False)
+            input_ids = checked_ids(input_ids, max_positions, vocab_size=vocab_size)
+            outputs = model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
+                             "masked_lm_positions": masked_lm_positions}, training=False)
             return {"mlm_logits": outputs["mlm_logits"]}
 
         @tf.function(input_signature=[ids_spec("input_ids"), ids_spec("input_mask"), ids_spec("segment_ids")])
         def sop(input_ids, input_mask, segment_ids):
-            with tf.control_dependencies([length_check(input_ids, max_positions, vocab_size=vocab_size)]):
-                outputs = encoder({"input_ids": input_ids, "input_mask": input_mask,
-                                   "segment_ids": segment_ids}, training=False)
+            input_ids = checked_ids(input_ids, max_positions, vocab_size=vocab_size)
+            outputs = encoder({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+                              training=False)
             logits = tf.cast(model.seq_relationship(outputs["pooled_output"]), tf.float32)
             return {"sop_log_probs": tf.nn.log_softmax(logits, axis=-1)}
 

@@ -3,7 +3,7 @@
 
 import tensorflow as tf
 
-from albert_tf.serving.savedmodel import ExportError, attach_tokenizer, save_module
+from albert_tf.serving.savedmodel import ExportError, attach_tokenizer, checked_ids, save_module
 from albert_tf.text import preprocessor as text_layers
 
 LABELS = ("A", "B", "C", "D")
@@ -28,12 +28,9 @@ def export_race_model(model, export_dir, tokenizer_file=None, do_lower_case=True
     spec = lambda name: tf.TensorSpec([None, NUM_CHOICES, None], tf.int32, name=name)  # noqa: E731
 
     def run_model(input_ids, input_mask, segment_ids):
-        check = tf.debugging.assert_less_equal(
-            tf.shape(input_ids)[2], max_positions,
-            message=f"sequence length exceeds max_position_embeddings ({max_positions})")
-        with tf.control_dependencies([check]):
-            logits = tf.cast(model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
-                                   training=False), tf.float32)
+        input_ids = checked_ids(input_ids, max_positions, axis=2)
+        logits = tf.cast(model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+                               training=False), tf.float32)
         prediction = tf.argmax(logits, axis=-1, output_type=tf.int32)
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1), "prediction": prediction,
                 "answer": tf.gather(tf.constant(LABELS), prediction)}

@@ -2,7 +2,7 @@
 
 Every signature declares its inputs as `tf.TensorSpec`s, so a call with another dtype or rank is rejected by the
 signature itself (TF Serving answers 400); a sequence longer than max_position_embeddings fails with an
-`InvalidArgumentError` saying so (`length_check`).
+`InvalidArgumentError` saying so (`checked_ids`).
 
 Keras 3 and SavedModels. A Keras 3 variable attached to a `tf.Module` is written to a SavedModel as a second
 variable initialised from the first: `tf.saved_model.load` copes, but the session-based loader of TF Serving,
@@ -142,18 +142,24 @@ def attach_tokenizer(module, tokenizer_file, do_lower_case):
     return tokenization_info
 
 
-def length_check(input_ids, max_positions, axis=1, vocab_size=None):
-    """Asserts that the sequences fit the position embeddings ("sequence length exceeds max_position_embeddings")
-    and, with `vocab_size`, that every id is in the vocabulary ("input_ids outside the vocabulary")."""
-    check = tf.debugging.assert_less_equal(
+def checked_ids(input_ids, max_positions, axis=1, vocab_size=None):
+    """`input_ids`, passed on only once the sequences are found to fit the position embeddings ("sequence length
+    exceeds max_position_embeddings") and, with `vocab_size`, every id to be in the vocabulary ("input_ids
+    outside the vocabulary").
+
+    The checks gate the ids alone (an identity with the asserts as control inputs): everything computed from
+    the ids waits for them, while the model's own ops carry no control edges, which would keep TensorFlow's
+    graph optimiser from fusing them (matmul + bias + GELU) and cost batch-1 serving about 4 %."""
+    checks = [tf.debugging.assert_less_equal(
         tf.shape(input_ids)[axis], max_positions,
-        message=f"sequence length exceeds max_position_embeddings ({max_positions})")
-    if vocab_size is None:
-        return check
-    with tf.control_dependencies([check]):
-        return tf.debugging.assert_equal(
-            tf.reduce_all((input_ids >= 0) & (input_ids < vocab_size)), True,
-            message=f"input_ids outside the vocabulary [0, {vocab_size})")
+        message=f"sequence length exceeds max_position_embeddings ({max_positions})")]
+    if vocab_size is not None:
+        with tf.control_dependencies(checks):
+            checks = [tf.debugging.assert_equal(
+                tf.reduce_all((input_ids >= 0) & (input_ids < vocab_size)), True,
+                message=f"input_ids outside the vocabulary [0, {vocab_size})")]
+    with tf.control_dependencies(checks):
+        return tf.identity(input_ids)
 
 
 def saved_model_size(export_dir):

@@ -25,7 +25,7 @@ import tensorflow_text as tf_text
 from albert_tf.errors import UsageError
 from albert_tf.model import dummy_inputs
 from albert_tf.model.squad import NEG_INF
-from albert_tf.serving.savedmodel import attach_tokenizer, save_module
+from albert_tf.serving.savedmodel import attach_tokenizer, checked_ids, save_module
 from albert_tf.text.preprocessor import AlbertTextPreprocessor, TextPreprocessorModule
 
 
@@ -149,11 +149,9 @@ def export_squad_model(model, export_dir, spm_model_file=None, do_lower_case=Tru
     dirs = {}
 
     def heads(input_ids, input_mask, segment_ids):
-        check = tf.debugging.assert_less_equal(tf.shape(input_ids)[1], max_positions,
-                                               message=f"sequence longer than {max_positions} positions")
-        with tf.control_dependencies([check]):
-            outputs = model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
-                            training=False)
+        input_ids = checked_ids(input_ids, max_positions)
+        outputs = model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+                        training=False)
         return {k: tf.identity(v) for k, v in outputs.items()}
 
     ids_spec = [tf.TensorSpec([None, None], tf.int32, name=n) for n in ("input_ids", "input_mask", "segment_ids")]

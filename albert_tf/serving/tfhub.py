@@ -50,7 +50,7 @@ import tensorflow_text as tf_text
 from albert_tf import keras_internals
 from albert_tf.checkpoints import model_garden
 from albert_tf.checkpoints.original import encoder_entries, pretraining_head_entries
-from albert_tf.serving.savedmodel import ExportError, length_check, save_module
+from albert_tf.serving.savedmodel import ExportError, checked_ids, save_module
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 MLM_INPUTS = ENCODER_INPUTS + ("masked_lm_positions",)
@@ -173,9 +173,9 @@ def export_tfhub(model, export_dir, spm_model_file=None, vocab_file=None, do_low
     max_positions = config.max_position_embeddings
 
     def encode(inputs, training):
-        with tf.control_dependencies([length_check(inputs["input_word_ids"], max_positions)]):
-            outputs = run_encoder({"input_ids": inputs["input_word_ids"], "input_mask": inputs["input_mask"],
-                                   "segment_ids": inputs["input_type_ids"]}, training=training)
+        outputs = run_encoder({"input_ids": checked_ids(inputs["input_word_ids"], max_positions),
+                               "input_mask": inputs["input_mask"], "segment_ids": inputs["input_type_ids"]},
+                              training=training)
         return {"sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
                 "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
                 "encoder_outputs": [tf.cast(t, tf.float32) for t in outputs["encoder_outputs"]]}
