@@ -1,6 +1,6 @@
 r"""Model speed against the machine's own float32 matmul peak, and against keras-hub's `AlbertBackbone`, in one run.
 
-    python bench/bench_model.py                                   # base_v2, batch 8 and 32, seq 128: ~10 min
+    python bench/bench_model.py                                   # base_v2, batch 8 and 32, seq 128: ~25 min
     python bench/bench_model.py --batch_sizes=8 --rounds=3 --modes=xla
     python bench/bench_model.py --sides=albert_tf --no_savedmodel --output_json=/tmp/bench_model.json
 
@@ -13,21 +13,23 @@ Flags:
   --sides             `albert_tf` and/or `keras-hub` (AlbertBackbone + MaskedLMHead + Dense(2), the same math).
   --rounds            rounds; every figure is the MEDIAN over the rounds (5).
   --train_steps       timed training steps per round and configuration (2).
-  --latency_calls     timed batch-1 inference calls per round and configuration (10).
+  --latency_calls     timed batch-1 inference calls per round and configuration (20).
   --savedmodel        also time batch-1 inference through the exported SavedModel (serving.encoder.export_encoder,
                       loaded with tf.saved_model.load, its serving_default signature) (true).
   --output_json       also write every median here.
 
 What is measured, all in one process and one window (rounds go over every configuration in turn, so load from
-other processes hits all alike; the load average is printed before and after):
-  * the float32 matmul peak AT THE MODEL'S OWN SHAPES: every distinct matmul of a training step (forward:
-    [B*T, H] x [H, H] for the four attention projections, [B*T, H] x [H, 4H] and back, the batched attention
-    products, the embedding projection, the MLM transform and the tied [B*P, E] x [E, V] logits; backward:
-    the same with transposed operands, dX = dY W^T and dW = X^T dY) and of a batch-1 forward, each timed as
-    tf.matmul under tf.function and under XLA. "Peak time" = the time these matmuls alone take at their
-    measured rate (the better of graph and XLA per shape); a step's fraction of peak is peak time / step time
-    (= achieved GFLOP/s / peak GFLOP/s at those shapes). A square 2048 x 2048 matmul is timed too, for scale,
-    in float32 and in bfloat16 (what AVX512_BF16 / AMX give a mixed_bfloat16 model at best);
+other processes hits all alike; the training rounds first, then the batch-1 rounds, so that a latency is never
+timed just after a long training step; the load average is printed before and after):
+  * the float32 matmul peak AT THE MODEL'S OWN SHAPES: every matmul of a training step (forward: [B*T, H] x
+    [H, H] for the four attention projections, [B*T, H] x [H, 4H] and back, the batched attention products, the
+    embedding projection, the MLM transform and the tied [B*P, E] x [E, V] logits; backward: the same with
+    transposed operands, dX = dY W^T and dW = X^T dY), as many times as the step computes it, alone in one graph
+    (each on its own operands, none depending on another, so TensorFlow may run them concurrently as it runs
+    a backward pass's independent products), under tf.function and under XLA; likewise for a batch-1 forward.
+    "Peak time" = the faster of the two; a step's fraction of peak is peak time / step time (= achieved
+    GFLOP/s / peak GFLOP/s at those shapes). A square 2048 x 2048 matmul is timed too, for scale, in float32
+    and in bfloat16 (what AVX512_BF16 / AMX give a mixed_bfloat16 model at best);
   * the training step of the pretraining model (MLM + SOP loss, the project's LAMB and global-norm clipping, as
     run_pretraining.py trains; dropout 0 as base_v2) at each batch size, graph and XLA, for both sides;
   * batch-1 inference of the encoder (graph, XLA, and the exported SavedModel), for both sides.
@@ -37,6 +39,7 @@ and every ratio depend on them. Figures are medians over --rounds, never the bes
 """
 
 import json
+import math
 import os
 import platform
 import shutil
@@ -76,7 +79,7 @@ def define_flags():
     flags.DEFINE_list("sides", ["albert_tf", "keras-hub"], "Implementations to measure.")
     flags.DEFINE_integer("rounds", 5, "Rounds; every figure is the median over them.")
     flags.DEFINE_integer("train_steps", 2, "Timed training steps per round and configuration.")
-    flags.DEFINE_integer("latency_calls", 10, "Timed batch-1 calls per round and configuration.")
+    flags.DEFINE_integer("latency_calls", 20, "Timed batch-1 calls per round and configuration.")
     flags.DEFINE_bool("savedmodel", True, "Also time batch-1 inference through the exported SavedModel.")
     flags.DEFINE_string("output_json", None, "Also write every median here.")
 
@@ -266,60 +269,68 @@ def step_matmuls(config, batch, seq, preds, train):
     return shapes
 
 
-def _matmul_fn(nb, m, k, n, ta, tb, copies, jit_compile):
-    rng = np.random.RandomState(0)
+class StepMatmuls:
+    """Every matmul of a step, alone, in one graph: what the step would take if it were its matmuls only.
 
-    def operand(rows, cols, transposed):
-        shape = (cols, rows) if transposed else (rows, cols)
-        return tf.constant(rng.normal(size=((nb,) if nb > 1 else ()) + shape).astype("float32"))
+    Each occurrence of every shape (`count` of `step_matmuls`) runs on its own operand pair, so that graph
+    optimisers cannot merge repeated products, and none depends on another, so TensorFlow may run them
+    concurrently as it runs the independent products of a backward pass (dX and dW). The function is traced
+    twice, as a tf.function and under XLA; `seconds(jit)` times one call, and the peak is the faster.
+    """
 
-    a = [operand(m, k, ta) for _ in range(copies)]
-    b = operand(k, n, tb)
+    def __init__(self, shapes):
+        rng = np.random.RandomState(0)
+        self.flops = MatmulPeak.flops(shapes)
+        self.products = []
+        for _, nb, m, k, n, ta, tb, count in shapes:
+            a_copies = math.ceil(math.sqrt(count))
+            b_copies = math.ceil(count / a_copies)
+            lead = (nb,) if nb > 1 else ()
+            a_list = [tf.constant(rng.normal(size=lead + ((k, m) if ta else (m, k))).astype("float32"))
+                      for _ in range(a_copies)]
+            b_list = [tf.constant(rng.normal(size=lead + ((n, k) if tb else (k, n))).astype("float32"))
+                      for _ in range(b_copies)]
+            pairs = [(a, b) for a in a_list for b in b_list][:count]
+            self.products.extend((a, b, ta, tb) for a, b in pairs)
 
-    @tf.function(jit_compile=jit_compile)
-    def run():
-        return [tf.matmul(x, b, transpose_a=ta, transpose_b=tb) for x in a]
+        def run():
+            return [tf.matmul(a, b, transpose_a=ta, transpose_b=tb) for a, b, ta, tb in self.products]
 
-    return run
+        self.fns = {jit: tf.function(run, jit_compile=jit) for jit in (False, True)}
+        for fn in self.fns.values():
+            np.asarray(fn()[-1])
+
+    def seconds(self, jit, min_seconds=0.3):
+        """Seconds of one call (calls repeated for at least `min_seconds`, all outputs computed)."""
+        start, calls = time.perf_counter(), 0
+        while True:
+            out = self.fns[jit]()
+            np.asarray(out[-1])
+            calls += 1
+            if time.perf_counter() - start >= min_seconds:
+                return (time.perf_counter() - start) / calls
 
 
 class MatmulPeak:
-    """Times each distinct matmul shape (graph and XLA); `seconds(shapes)` is the time those matmuls alone
-    take at the measured rates (the better mode per shape)."""
+    """The matmul-only time of each measured step (`StepMatmuls`), sampled once per round; `seconds(name)` is
+    the median of the faster mode, `seconds(name, jit)` of one mode."""
 
-    def __init__(self, min_seconds=0.05):
-        self.min_seconds = min_seconds
-        self.fns, self.samples = {}, {}
+    def __init__(self):
+        self.steps, self.samples = {}, {}
 
-    def measure(self, shapes):
-        for name, nb, m, k, n, ta, tb, _ in shapes:
-            key = (nb, m, k, n, ta, tb)
-            flops = 2.0 * nb * m * k * n
-            for jit in (False, True):
-                if (key, jit) not in self.fns:
-                    copies = int(max(1, min(16, 1.5e9 / flops)))
-                    fn = _matmul_fn(nb, m, k, n, ta, tb, copies, jit)
-                    np.asarray(fn()[0])
-                    self.fns[(key, jit)] = (fn, copies)
-                fn, copies = self.fns[(key, jit)]
-                start, calls = time.perf_counter(), 0
-                while True:
-                    out = fn()
-                    calls += 1
-                    np.asarray(out[-1])
-                    if time.perf_counter() - start > self.min_seconds:
-                        break
-                rate = flops * copies * calls / (time.perf_counter() - start)
-                self.samples.setdefault((key, jit), []).append(rate)
+    def add(self, name, shapes):
+        self.steps[name] = StepMatmuls(shapes)
 
-    def rate(self, key, jit=None):
+    def measure(self, prefix=""):
+        """One sample of each step whose name starts with `prefix`, in both modes."""
+        for name, step in self.steps.items():
+            for jit in (False, True) if name.startswith(prefix) else ():
+                self.samples.setdefault((name, jit), []).append(step.seconds(jit))
+
+    def seconds(self, name, jit=None):
         if jit is None:
-            return max(self.rate(key, False), self.rate(key, True))
-        return statistics.median(self.samples[(key, jit)])
-
-    def seconds(self, shapes, jit=None):
-        return sum(2.0 * nb * m * k * n * count / self.rate((nb, m, k, n, ta, tb), jit)
-                   for _, nb, m, k, n, ta, tb, count in shapes)
+            return min(self.seconds(name, False), self.seconds(name, True))
+        return statistics.median(self.samples[(name, jit)])
 
     @staticmethod
     def flops(shapes):
@@ -385,14 +396,19 @@ def main(argv):
     peak = MatmulPeak()
     train_shapes = {b: step_matmuls(config, b, t, p, train=True) for b in batch_sizes}
     infer_shapes = step_matmuls(config, 1, t, p, train=False)
+    for b, shapes in train_shapes.items():
+        peak.add(f"train/b{b}", shapes)
+    peak.add("infer/b1", infer_shapes)
     squares, bf16_squares, samples = [], [], {key: [] for key in configs}
-    for _ in range(FLAGS.rounds):
-        squares.append(square_peak())
-        bf16_squares.append(square_peak(dtype="bfloat16"))
-        for shapes in list(train_shapes.values()) + [infer_shapes]:
-            peak.measure(shapes)
-        for key, (fn, batch, calls) in configs.items():
-            samples[key].append(seconds_per_call(fn, batch, calls))
+    for kind in ("train", "infer"):  # batch-1 calls are timed apart from the long training steps
+        for _ in range(FLAGS.rounds):
+            if kind == "train":
+                squares.append(square_peak())
+                bf16_squares.append(square_peak(dtype="bfloat16"))
+            peak.measure(kind)
+            for key, (fn, batch, calls) in configs.items():
+                if key[0] == kind:
+                    samples[key].append(seconds_per_call(fn, batch, calls))
     if work_dir:
         shutil.rmtree(work_dir, ignore_errors=True)
     median = {key: statistics.median(v) for key, v in samples.items()}
@@ -406,28 +422,30 @@ def main(argv):
     print()
     print("Training step (forward + backward + clipping + LAMB), medians:")
     print(f"{'batch':>5s} {'side':10s} {'mode':6s} {'s/step':>8s} {'ex/s':>7s} {'GFLOP/s':>8s} "
-          f"{'peak GFLOP/s':>12s} {'of peak':>8s} {'vs keras-hub':>12s}")
+          f"{'peak GFLOP/s':>12s} {'of peak':>8s} {'of 2048^2':>9s} {'vs keras-hub':>12s}")
     for b in batch_sizes:
         shapes = train_shapes[b]
         flops = MatmulPeak.flops(shapes)
-        peak_seconds = peak.seconds(shapes)
+        peak_seconds = peak.seconds(f"train/b{b}")
         for side in sides:
             for mode in FLAGS.modes:
                 s = median[("train", side.name, mode, b)]
                 other = median.get(("train", "keras-hub", mode, b))
                 ratio = f"x{other / s:.3f}" if other and side.name != "keras-hub" else ""
                 print(f"{b:5d} {side.name:10s} {mode:6s} {s:8.3f} {b / s:7.2f} {flops / s / 1e9:8.0f} "
-                      f"{flops / peak_seconds / 1e9:12.0f} {peak_seconds / s:8.3f} {ratio:>12s}")
+                      f"{flops / peak_seconds / 1e9:12.0f} {peak_seconds / s:8.3f} {flops / square / s:9.3f} {ratio:>12s}")
                 results["figures"][f"train/{side.name}/{mode}/b{b}"] = {
                     "seconds": s, "examples_per_second": b / s, "fraction_of_peak": peak_seconds / s,
+                    "fraction_of_square_peak": flops / square / s,
                     "keras_hub_ratio": (other / s) if other else None}
-        print(f"      matmul peak at these shapes: {flops / 1e9:.0f} GFLOP per step in {peak_seconds:.3f} s "
-              f"(graph-only rates: {peak.seconds(shapes, False):.3f} s, XLA-only: {peak.seconds(shapes, True):.3f} s)")
+        print(f"      the step's matmuls alone: {flops / 1e9:.0f} GFLOP in {peak_seconds:.3f} s "
+              f"(tf.function: {peak.seconds(f'train/b{b}', False):.3f} s, XLA: {peak.seconds(f'train/b{b}', True):.3f} s; "
+              f"{flops / square:.3f} s at the 2048^2 rate)")
     print()
     flops = MatmulPeak.flops(infer_shapes)
-    peak_seconds = peak.seconds(infer_shapes)
-    print(f"Batch-1 inference, seq {t} (encoder forward, {flops / 1e9:.1f} GFLOP): the matmuls at their measured "
-          f"rates take {1000 * peak_seconds:.1f} ms ({1000 * flops / square:.1f} ms at the 2048^2 rate)")
+    peak_seconds = peak.seconds("infer/b1")
+    print(f"Batch-1 inference, seq {t} (encoder forward, {flops / 1e9:.1f} GFLOP): its matmuls alone "
+          f"take {1000 * peak_seconds:.1f} ms ({1000 * flops / square:.1f} ms at the 2048^2 rate)")
     print(f"{'side':10s} {'mode':10s} {'ms':>7s} {'x peak time':>11s} {'x 2048^2 time':>13s} {'vs in-process':>13s}")
     for key in sorted(k for k in median if k[0] == "infer"):
         _, name, mode, _ = key

@@ -207,7 +207,7 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
         q = project(parts["query"], 1.0 / math.sqrt(head_size))  # [B, N, T, D]
         k = project(parts["key"])
         v = project(parts["value"])
-        scores = ops.cast(ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))), "float32")  # [B, N, T, T]
+        scores = ops.cast(tf.matmul(q, k, transpose_b=True), "float32")  # [B, N, T, T]
         if bias is not None:  # (Keras casts float call arguments to the compute dtype)
             scores = scores + ops.cast(bias, "float32")
         probs = ops.cast(ops.softmax(scores, axis=-1), dtype)
