@@ -438,6 +438,30 @@ def test_squad_and_race_exports_serve_without_albert_tf(tmp_path):
 
 
 @pytest.mark.slow
+def test_input_checks_gate_only_the_ids(pretrained, tmp_path):
+    """In the exported serving function the length and vocabulary asserts are control inputs of the ids'
+    Identity alone: no constant or variable read of the model carries a control edge (as each would under a
+    `tf.control_dependencies` around the model call), and the checks still refuse bad ids."""
+    export_dir = encoder.export_encoder(pretrained["model"], str(tmp_path / "encoder"))
+    loaded = tf.saved_model.load(export_dir)
+    serve = loaded.serve
+    (function,) = serve.concrete_functions
+    operations = function.graph.get_operations()
+    assert sum(op.type == "ReadVariableOp" for op in operations) > 10
+    gated = [op for op in operations if op.control_inputs]
+    assert [op.name for op in gated if op.type in ("ReadVariableOp", "MatMul", "BatchMatMulV2")] == []
+    assert len(gated) < 20, sorted(op.type for op in gated)  # the checks' own ops, whatever the model's size
+    assert any(op.type == "Identity" and op.inputs[0].op.type == "Placeholder" for op in gated)
+    config = pretrained["config"]
+    ids = tf.constant([[2, 5, 3]])
+    assert serve(ids, tf.ones_like(ids), tf.zeros_like(ids))["sequence_output"].shape == (1, 3, config.hidden_size)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="outside the vocabulary"):
+        serve(ids + config.vocab_size, tf.ones_like(ids), tf.zeros_like(ids))
+    long_ids = tf.ones((1, config.max_position_embeddings + 1), tf.int32)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="exceeds max_position_embeddings"):
+        serve(long_ids, long_ids, tf.zeros_like(long_ids))
+
+
 def test_base_encoder_stores_shared_weights_once(tmp_path):
     """A base-shape (12 layers, one shared block) encoder export holds ~4 bytes per parameter: ~45 MB."""
     from albert_tf.model import AlbertModel
