@@ -280,7 +280,6 @@ class StepMatmuls:
 
     def __init__(self, shapes):
         rng = np.random.RandomState(0)
-        self.flops = MatmulPeak.flops(shapes)
         self.products = []
         for _, nb, m, k, n, ta, tb, count in shapes:
             a_copies = math.ceil(math.sqrt(count))
@@ -324,7 +323,9 @@ class MatmulPeak:
     def measure(self, prefix=""):
         """One sample of each step whose name starts with `prefix`, in both modes."""
         for name, step in self.steps.items():
-            for jit in (False, True) if name.startswith(prefix) else ():
+            if not name.startswith(prefix):
+                continue
+            for jit in (False, True):
                 self.samples.setdefault((name, jit), []).append(step.seconds(jit))
 
     def seconds(self, name, jit=None):
