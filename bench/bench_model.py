@@ -1,8 +1,9 @@
 r"""Model speed against the machine's own float32 matmul peak, and against keras-hub's `AlbertBackbone`, in one run.
 
     python bench/bench_model.py                                   # base_v2, batch 8 and 32, seq 128: ~25 min
+    python bench/bench_model.py --sides=albert_tf,albert_tf-full,keras-hub   # and the full last layer too
     python bench/bench_model.py --batch_sizes=8 --rounds=3 --modes=xla
-    python bench/bench_model.py --sides=albert_tf --no_savedmodel --output_json=/tmp/bench_model.json
+    python bench/bench_model.py --sides=albert_tf --nosavedmodel --output_json=/tmp/bench_model.json
 
 Flags:
   --preset            AlbertConfig preset whose shape is measured (base_v2).
@@ -10,7 +11,9 @@ Flags:
   --seq_length        sequence length of every example (128).
   --num_predictions   masked-LM positions per example (20).
   --modes             how the steps run: `graph` (tf.function) and/or `xla` (tf.function(jit_compile=True)).
-  --sides             `albert_tf` and/or `keras-hub` (AlbertBackbone + MaskedLMHead + Dense(2), the same math).
+  --sides             `albert_tf` (as run_pretraining.py trains: the last layer at the heads' positions only),
+                      `albert_tf-full` (every position of every layer; training only) and/or `keras-hub`
+                      (AlbertBackbone + MaskedLMHead + Dense(2), the same math).
   --rounds            rounds; every figure is the MEDIAN over the rounds (5).
   --train_steps       timed training steps per round and configuration (2).
   --latency_calls     timed batch-1 inference calls per round and configuration (20).
@@ -28,11 +31,13 @@ timed just after a long training step; the load average is printed before and af
     (each on its own operands, none depending on another, so TensorFlow may run them concurrently as it runs
     a backward pass's independent products), under tf.function and under XLA; likewise for a batch-1 forward.
     "Peak time" = the faster of the two; a step's fraction of peak is peak time / step time (= achieved
-    GFLOP/s / peak GFLOP/s at those shapes). A square 2048 x 2048 matmul is timed too, for scale, in float32
+    GFLOP/s / peak GFLOP/s at those shapes). These are the model's matmuls, every position of every layer;
+    albert_tf's step computes fewer (its last layer only where the heads read it), so it is also given as a
+    fraction of its own matmuls' time ("of own"). A square 2048 x 2048 matmul is timed too, for scale, in float32
     and in bfloat16 (what AVX512_BF16 / AMX give a mixed_bfloat16 model at best);
   * the training step of the pretraining model (MLM + SOP loss, the project's LAMB and global-norm clipping, as
-    run_pretraining.py trains; dropout 0 as base_v2) at each batch size, graph and XLA, for both sides;
-  * batch-1 inference of the encoder (graph, XLA, and the exported SavedModel), for both sides.
+    run_pretraining.py trains; dropout 0 as base_v2) at each batch size, graph and XLA, for every side;
+  * batch-1 inference of the encoder (graph, XLA, and the exported SavedModel), for albert_tf and keras-hub.
 
 The machine's CPU model and its SIMD flags (AVX-512, AVX512_BF16, AMX) are printed with the figures: the peak
 and every ratio depend on them. Figures are medians over --rounds, never the best round.
@@ -60,7 +65,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from albert_tf.config import AlbertConfig
-from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
+from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs, set_heads_only
 from albert_tf.model.layers import gelu_tanh
 from albert_tf.model.pretraining import MLM_EPSILON, pretraining_losses
 from albert_tf.train.optimization import create_optimizer
@@ -134,10 +139,13 @@ def pretraining_loss(outputs, batch):
 
 # ------------------------------------------------------------------------------------------- the two sides
 class Ours:
-    name = "albert_tf"
+    """The pretraining model as run_pretraining.py trains it (`heads_only`: the last layer computed where the
+    heads read it); `heads_only=False` (the side `albert_tf-full`) computes every position of every layer."""
 
-    def __init__(self, config):
-        self.pretraining = AlbertForPretraining(config)
+    def __init__(self, config, heads_only=True):
+        self.name = "albert_tf" if heads_only else "albert_tf-full"
+        self.heads_only = heads_only
+        self.pretraining = set_heads_only(AlbertForPretraining(config), heads_only)
         self.pretraining(dummy_inputs(num_predictions=1), training=False)
         self.encoder = AlbertModel(config)
         self.encoder(dummy_inputs(), training=False)
@@ -236,23 +244,36 @@ def seconds_per_call(fn, batch, calls):
 
 
 # ------------------------------------------------------------------------------------ matmul peak at shapes
-def step_matmuls(config, batch, seq, preds, train):
+def step_matmuls(config, batch, seq, preds, train, heads_only=False):
     """Every matmul of a step as (name, batch_dims, m, k, n, transpose_a, transpose_b, count per step).
 
     Forward y = x W with x [m, k]: backward adds dX = dY W^T ([m, n] x [k, n]^T) and dW = X^T dY
-    ([m, k]^T x [m, n]); batched attention products likewise.
+    ([m, k]^T x [m, n]); batched attention products likewise. With `heads_only` the last block computes
+    its queries, attention output and feed-forward network at 1 + `preds` positions per example only (as
+    `AlbertForPretraining.heads_only`, which run_pretraining.py sets); its keys and values stay full.
     """
     h, e, v, i = config.hidden_size, config.embedding_size, config.vocab_size, config.intermediate_size
     n_heads, layers = config.num_attention_heads, config.num_hidden_layers * config.inner_group_num
     d, bt, bp = h // n_heads, batch * seq, batch * preds
     bn = batch * n_heads
-    forward = [("qkvo x W[H,H]", 1, bt, h, h, 4 * layers), ("ffn_in x W[H,4H]", 1, bt, h, i, layers),
-               ("ffn_out x W[4H,H]", 1, bt, i, h, layers), ("embedding_projection", 1, bt, e, h, 1),
+    narrow = 1 if heads_only else 0  # blocks computed at the heads' rows only
+    rows = 1 + preds  # position 0 (the pooler) and the masked positions
+    forward = [("kv x W[H,H]", 1, bt, h, h, 2 * layers), ("qo x W[H,H]", 1, bt, h, h, 2 * (layers - narrow)),
+               ("ffn_in x W[H,4H]", 1, bt, h, i, layers - narrow),
+               ("ffn_out x W[4H,H]", 1, bt, i, h, layers - narrow), ("embedding_projection", 1, bt, e, h, 1),
                ("pooler", 1, batch, h, h, 1)]
-    batched = [("scores q k^T", bn, seq, d, seq, False, True, layers),
-               ("context p v", bn, seq, seq, d, False, False, layers)]
+    batched = [("scores q k^T", bn, seq, d, seq, False, True, layers - narrow),
+               ("context p v", bn, seq, seq, d, False, False, layers - narrow)]
+    if narrow:
+        br = batch * rows
+        forward += [("last qo x W[H,H]", 1, br, h, h, 2), ("last ffn_in", 1, br, h, i, 1),
+                    ("last ffn_out", 1, br, i, h, 1)]
+        batched += [("last scores", bn, rows, d, seq, False, True, 1),
+                    ("last context", bn, rows, seq, d, False, False, 1)]
     if train:
         forward += [("mlm_transform", 1, bp, h, e, 1), ("mlm_logits x E^T", 1, bp, e, v, 1)]
+    forward = [f for f in forward if f[-1] > 0]
+    batched = [b for b in batched if b[-1] > 0]
     shapes = []
     for name, nb, m, k, n, count in forward:
         tb = name.startswith("mlm_logits")  # the tied table is [V, E]
@@ -369,7 +390,12 @@ def main(argv):
           f"rounds")
     print(f"Load average before: {load_average()}")
 
-    sides = [cls(config) for cls in (Ours, KerasHub) if cls.name in FLAGS.sides]
+    makers = {"albert_tf": lambda: Ours(config), "albert_tf-full": lambda: Ours(config, heads_only=False),
+              "keras-hub": lambda: KerasHub(config)}
+    unknown = [name for name in FLAGS.sides if name not in makers]
+    if unknown:
+        raise app.UsageError(f"--sides: unknown {', '.join(unknown)}; known: {', '.join(makers)}")
+    sides = [makers[name]() for name in makers if name in FLAGS.sides]
     configs = {}  # (kind, side, mode, batch) -> (fn, batch, calls)
     for side in sides:
         for mode in FLAGS.modes:
@@ -382,6 +408,8 @@ def main(argv):
                 print(f"  {side.name} train b={b} {mode}: trace + compile + first step "
                       f"{time.perf_counter() - start:.1f} s")
                 configs[("train", side.name, mode, b)] = (step, batch, FLAGS.train_steps)
+            if side.name == "albert_tf-full":
+                continue  # the same encoder as albert_tf's at inference
             infer = make_infer_step(side, jit)
             single = make_batch(config, 1, t, p)
             np.asarray(infer(single))
@@ -389,7 +417,8 @@ def main(argv):
     work_dir = None
     if FLAGS.savedmodel and any(s.name == "albert_tf" for s in sides):
         work_dir = tempfile.mkdtemp(prefix="bench_model_")
-        saved = SavedModelSide(sides[0].encoder, os.path.join(work_dir, "encoder"))
+        ours = next(s for s in sides if s.name == "albert_tf")
+        saved = SavedModelSide(ours.encoder, os.path.join(work_dir, "encoder"))
         single = make_batch(config, 1, t, p)
         np.asarray(saved(single))
         configs[("infer", "albert_tf", "savedmodel", 1)] = (saved, single, FLAGS.latency_calls)
@@ -397,8 +426,11 @@ def main(argv):
     peak = MatmulPeak()
     train_shapes = {b: step_matmuls(config, b, t, p, train=True) for b in batch_sizes}
     infer_shapes = step_matmuls(config, 1, t, p, train=False)
-    for b, shapes in train_shapes.items():
-        peak.add(f"train/b{b}", shapes)
+    narrow_shapes = {b: step_matmuls(config, b, t, p, train=True, heads_only=True) for b in batch_sizes}
+    for b in batch_sizes:
+        peak.add(f"train/b{b}", train_shapes[b])
+        if any(getattr(side, "heads_only", False) for side in sides):
+            peak.add(f"train/heads_only/b{b}", narrow_shapes[b])
     peak.add("infer/b1", infer_shapes)
     squares, bf16_squares, samples = [], [], {key: [] for key in configs}
     for kind in ("train", "infer"):  # batch-1 calls are timed apart from the long training steps
@@ -421,40 +453,47 @@ def main(argv):
     results = {"cpu": model, "cpu_flags": have, "square_peak_gflops": square / 1e9,
                "square_bf16_gflops": statistics.median(bf16_squares) / 1e9, "figures": {}}
     print()
-    print("Training step (forward + backward + clipping + LAMB), medians:")
-    print(f"{'batch':>5s} {'side':10s} {'mode':6s} {'s/step':>8s} {'ex/s':>7s} {'GFLOP/s':>8s} "
-          f"{'peak GFLOP/s':>12s} {'of peak':>8s} {'of 2048^2':>9s} {'vs keras-hub':>12s}")
+    print("Training step (forward + backward + clipping + LAMB), medians. 'of peak': the model's matmul-only time")
+    print("(every position of every layer) / step time; 'of own': the same for the matmuls the side computes")
+    print("(albert_tf's last layer at the heads' positions only):")
+    print(f"{'batch':>5s} {'side':14s} {'mode':6s} {'s/step':>8s} {'ex/s':>7s} {'model GFLOP/s':>13s} "
+          f"{'of peak':>8s} {'of own':>7s} {'of 2048^2':>9s} {'vs keras-hub':>12s}")
     for b in batch_sizes:
-        shapes = train_shapes[b]
-        flops = MatmulPeak.flops(shapes)
+        flops = MatmulPeak.flops(train_shapes[b])
         peak_seconds = peak.seconds(f"train/b{b}")
         for side in sides:
+            own = f"train/heads_only/b{b}" if getattr(side, "heads_only", False) else f"train/b{b}"
+            own_seconds = peak.seconds(own)
             for mode in FLAGS.modes:
                 s = median[("train", side.name, mode, b)]
                 other = median.get(("train", "keras-hub", mode, b))
                 ratio = f"x{other / s:.3f}" if other and side.name != "keras-hub" else ""
-                print(f"{b:5d} {side.name:10s} {mode:6s} {s:8.3f} {b / s:7.2f} {flops / s / 1e9:8.0f} "
-                      f"{flops / peak_seconds / 1e9:12.0f} {peak_seconds / s:8.3f} {flops / square / s:9.3f} {ratio:>12s}")
+                print(f"{b:5d} {side.name:14s} {mode:6s} {s:8.3f} {b / s:7.2f} {flops / s / 1e9:13.0f} "
+                      f"{peak_seconds / s:8.3f} {own_seconds / s:7.3f} {flops / square / s:9.3f} {ratio:>12s}")
                 results["figures"][f"train/{side.name}/{mode}/b{b}"] = {
                     "seconds": s, "examples_per_second": b / s, "fraction_of_peak": peak_seconds / s,
-                    "fraction_of_square_peak": flops / square / s,
+                    "fraction_of_own_peak": own_seconds / s, "fraction_of_square_peak": flops / square / s,
                     "keras_hub_ratio": (other / s) if other else None}
-        print(f"      the step's matmuls alone: {flops / 1e9:.0f} GFLOP in {peak_seconds:.3f} s "
+        print(f"      the model's matmuls alone: {flops / 1e9:.0f} GFLOP in {peak_seconds:.3f} s "
               f"(tf.function: {peak.seconds(f'train/b{b}', False):.3f} s, XLA: {peak.seconds(f'train/b{b}', True):.3f} s; "
               f"{flops / square:.3f} s at the 2048^2 rate)")
+        if f"train/heads_only/b{b}" in peak.steps:
+            narrow = MatmulPeak.flops(narrow_shapes[b])
+            print(f"      with the last layer at the heads' {1 + p} positions: {narrow / 1e9:.0f} GFLOP "
+                  f"({narrow / flops:.3f} of the model's) in {peak.seconds(f'train/heads_only/b{b}'):.3f} s")
     print()
     flops = MatmulPeak.flops(infer_shapes)
     peak_seconds = peak.seconds("infer/b1")
     print(f"Batch-1 inference, seq {t} (encoder forward, {flops / 1e9:.1f} GFLOP): its matmuls alone "
           f"take {1000 * peak_seconds:.1f} ms ({1000 * flops / square:.1f} ms at the 2048^2 rate)")
-    print(f"{'side':10s} {'mode':10s} {'ms':>7s} {'x peak time':>11s} {'x 2048^2 time':>13s} {'vs in-process':>13s}")
+    print(f"{'side':14s} {'mode':10s} {'ms':>7s} {'x peak time':>11s} {'x 2048^2 time':>13s} {'vs in-process':>13s}")
     for key in sorted(k for k in median if k[0] == "infer"):
         _, name, mode, _ = key
         ms = 1000 * median[key]
         rel = ""
         if mode == "savedmodel":
             rel = f"x{median[key] / median[('infer', name, 'graph', 1)]:.3f} graph"
-        print(f"{name:10s} {mode:10s} {ms:7.1f} {median[key] / peak_seconds:11.3f} "
+        print(f"{name:14s} {mode:10s} {ms:7.1f} {median[key] / peak_seconds:11.3f} "
               f"{median[key] / (flops / square):13.3f} {rel:>13s}")
         results["figures"][f"infer/{name}/{mode}/b1"] = {"seconds": median[key],
                                                          "of_peak_time": median[key] / peak_seconds}

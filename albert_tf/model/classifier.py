@@ -26,6 +26,12 @@ def cross_entropy(labels, logits):
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=tf.cast(logits, tf.float32))
 
 
+def pooled_output(albert, inputs, training):
+    """The encoder's pooled output [B, H], its last layer computed at position 0 only (all this head reads)."""
+    no_positions = ops.zeros((ops.shape(inputs["input_ids"])[0], 0), "int32")
+    return albert(inputs, training=training, output_positions=no_positions)["pooled_output"]
+
+
 class _OriginalLoss:
     """`compute_loss` with the original's loss, unless `compile` was given one."""
 
@@ -67,7 +73,7 @@ class AlbertClassifier(_OriginalLoss, TaskModel):
         self.built = True
 
     def call(self, inputs, training=None):
-        pooled = self.albert(inputs, training=training)["pooled_output"]
+        pooled = pooled_output(self.albert, inputs, training)
         return ops.cast(self.output_layer(self.dropout(pooled, training=training)), "float32")
 
     def per_example_loss(self, labels, logits):
@@ -108,7 +114,7 @@ class AlbertForMultipleChoice(_OriginalLoss, TaskModel):
     def call(self, inputs, training=None):
         seq_length = ops.shape(inputs["input_ids"])[-1]
         flat = {k: ops.reshape(inputs[k], (-1, seq_length)) for k in ("input_ids", "input_mask", "segment_ids")}
-        pooled = self.albert(flat, training=training)["pooled_output"]
+        pooled = pooled_output(self.albert, flat, training)
         logits = self.output_layer(self.dropout(pooled, training=training))
         return ops.cast(ops.reshape(logits, (-1, self.num_choices)), "float32")
 

@@ -49,9 +49,14 @@ class AlbertModel(keras.Model):
 
     Call args:
       inputs: dict with int `input_ids`, `input_mask`, `segment_ids`, each [B, T], T <= max_position_embeddings.
+      output_positions: None, or int [B, P]: compute the last layer only at these positions (and position 0,
+        for the pooler), as a pretraining or classification head needs; every position still attends and is
+        attended to in every layer, so the values there are the full model's.
     Returns:
       dict with `sequence_output` [B, T, H], `pooled_output` [B, H] (dense + tanh on position 0),
       `embedding_output` [B, T, H] and `encoder_outputs` (a list of num_hidden_layers [B, T, H] tensors).
+      With `output_positions`, `sequence_output` is [B, P, H] (row p at `output_positions[:, p]`) and the
+      last of `encoder_outputs` is [B, 1 + P, H] (position 0, then those).
     """
 
     def __init__(self, config, **kwargs):
@@ -78,7 +83,7 @@ class AlbertModel(keras.Model):
         self.pooler.build((ids_shape[0], self.config.hidden_size))
         self.built = True
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, output_positions=None):
         input_ids = inputs["input_ids"]
         input_mask = inputs.get("input_mask")
         segment_ids = inputs.get("segment_ids")
@@ -87,10 +92,16 @@ class AlbertModel(keras.Model):
         if segment_ids is None:
             segment_ids = ops.zeros_like(input_ids)
         embedding_output = self.embeddings(input_ids, segment_ids, training=training)
+        if output_positions is not None:
+            output_positions = ops.cast(output_positions, "int32")
+            first = ops.zeros((ops.shape(output_positions)[0], 1), "int32")
+            output_positions = ops.concatenate([first, output_positions], axis=1)
         encoder_outputs = self.encoder(embedding_output, padding_mask=ops.cast(input_mask, "bool"),
-                                       training=training)
+                                       training=training, output_positions=output_positions)
         sequence_output = encoder_outputs[-1]
         pooled_output = self.pooler(sequence_output[:, 0, :])
+        if output_positions is not None:
+            sequence_output = sequence_output[:, 1:]
         return {"sequence_output": sequence_output, "pooled_output": pooled_output,
                 "embedding_output": embedding_output, "encoder_outputs": encoder_outputs}
 

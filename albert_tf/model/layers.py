@@ -174,19 +174,28 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
         return tuple(layers[k].seed_generator.next() for k in ("attention_probs", "attention_output", "output"))
 
     def call(self, inputs, padding_mask=None, attention_mask=None, training=None, return_attention_scores=False,
-             attention_bias=None, dropout_seeds=None):
+             attention_bias=None, dropout_seeds=None, output_positions=None):
         if self.normalize_first or attention_mask is not None or return_attention_scores:
+            if output_positions is not None:
+                raise ValueError("output_positions needs the block's own (post-LayerNorm, attention_bias) path")
             return super().call(inputs, padding_mask=padding_mask, attention_mask=attention_mask,
                                 training=training, return_attention_scores=return_attention_scores)
         if attention_bias is None and padding_mask is not None:
             attention_bias = mask_bias(padding_mask)
         if dropout_seeds is None:
             dropout_seeds = self.draw_dropout_seeds(training)
-        return self.forward(inputs, attention_bias, dropout_seeds)
+        return self.forward(inputs, attention_bias, dropout_seeds, output_positions)
 
-    def forward(self, inputs, bias, seeds=None):
+    def forward(self, inputs, bias, seeds=None, positions=None):
         """The block as a function of tensors only (`seeds`: None, or the three dropout seeds), so that
-        `tf.recompute_grad` can run it again in the backward pass."""
+        `tf.recompute_grad` can run it again in the backward pass.
+
+        With `positions` (int [B, P]) only those rows are computed: every position still serves as a key and
+        value, but the queries, the attention output, both LayerNorms and the feed-forward network run on
+        P rows instead of T, and the result is [B, P, H], row p being what the full block gives at
+        `positions[:, p]`. Dropout masks are drawn at the full block's shapes and then gathered, so the rows
+        equal the full block's rows under the same seeds too.
+        """
         parts = keras_internals.transformer_block_parts(self)
         dtype = self.compute_dtype
         hidden = int(inputs.shape[-1])
@@ -195,34 +204,44 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
         shape = ops.shape(inputs)
         batch, length = shape[0], shape[1]
         x = ops.reshape(inputs, (-1, hidden))
+        rows = None
+        if positions is not None:
+            positions = ops.cast(positions, "int32")
+            rows = ops.reshape(positions + ops.arange(batch, dtype="int32")[:, None] * length, (-1,))
+            queries = ops.take(x, rows, axis=0)  # [B*P, H]
+            out_length = ops.shape(positions)[1]
+        else:
+            queries, out_length = x, length
 
-        def project(dense, scale=None):
+        def project(dense, inputs_, length_, scale=None):
             kernel = ops.reshape(ops.cast(dense.kernel, dtype), (hidden, hidden))
             bias_ = ops.reshape(ops.cast(dense.bias, dtype), (hidden,))
             if scale is not None:
                 kernel, bias_ = kernel * scale, bias_ * scale
-            y = tf.nn.bias_add(ops.matmul(x, kernel), bias_)
-            return ops.transpose(ops.reshape(y, (batch, length, heads, head_size)), (0, 2, 1, 3))
+            y = tf.nn.bias_add(ops.matmul(inputs_, kernel), bias_)
+            return ops.transpose(ops.reshape(y, (batch, length_, heads, head_size)), (0, 2, 1, 3))
 
-        q = project(parts["query"], 1.0 / math.sqrt(head_size))  # [B, N, T, D]
-        k = project(parts["key"])
-        v = project(parts["value"])
-        scores = ops.cast(tf.matmul(q, k, transpose_b=True), "float32")  # [B, N, T, T]
+        q = project(parts["query"], queries, out_length, 1.0 / math.sqrt(head_size))  # [B, N, P or T, D]
+        k = project(parts["key"], x, length)  # [B, N, T, D]
+        v = project(parts["value"], x, length)
+        scores = ops.cast(tf.matmul(q, k, transpose_b=True), "float32")  # [B, N, P or T, T]
         if bias is not None:  # (Keras casts float call arguments to the compute dtype)
             scores = scores + ops.cast(bias, "float32")
         probs = ops.cast(ops.softmax(scores, axis=-1), dtype)
-        probs = _dropout(probs, self.attention_dropout, seeds, 0)
+        probs = _dropout(probs, self.attention_dropout, seeds, 0, positions=positions, full_rows=length)
         context = ops.reshape(ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3)), (-1, hidden))
         out_dense = parts["attention_output"]
         attention = tf.nn.bias_add(ops.matmul(context, ops.reshape(ops.cast(out_dense.kernel, dtype),
                                                                    (hidden, hidden))), ops.cast(out_dense.bias, dtype))
-        attention = _dropout(attention, self.dropout, seeds, 1)
-        x = parts["attention_layer_norm"](x + attention)
+        attention = _dropout(attention, self.dropout, seeds, 1, rows=rows, full_rows=batch * length)
+        x = parts["attention_layer_norm"](queries + attention)
         intermediate = parts["intermediate"](x)
         output = parts["output"](intermediate)
-        output = _dropout(output, self.dropout, seeds, 2)
+        output = _dropout(output, self.dropout, seeds, 2, rows=rows, full_rows=batch * length)
         x = parts["output_layer_norm"](x + output)
-        return ops.reshape(x, shape)
+        if positions is None:
+            return ops.reshape(x, shape)
+        return ops.reshape(x, (batch, out_length, hidden))
 
     def get_config(self):
         config = super().get_config()
@@ -230,11 +249,26 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
         return config
 
 
-def _dropout(x, rate, seeds, index):
-    """Inverted dropout with an explicit seed (what Keras' Dropout computes with that seed)."""
+def _dropout(x, rate, seeds, index, rows=None, positions=None, full_rows=None):
+    """Inverted dropout with an explicit seed (what Keras' Dropout computes with that seed).
+
+    For a block computed at some positions only, `x` holds some rows of the full block's tensor: `rows`
+    (int [R]) of a [full_rows, H] one, or `positions` (int [B, P]) along axis 2 of a [B, N, full_rows, T] one.
+    The mask is then drawn at the full shape and those rows of it are applied.
+    """
     if seeds is None or rate == 0:
         return x
-    return keras_internals.stateless_dropout(x, rate, seeds[index])
+    if rows is None and positions is None:
+        return keras_internals.stateless_dropout(x, rate, seeds[index])
+    shape = ops.shape(x)
+    if rows is not None:
+        full = (full_rows, shape[1])
+        mask = ops.take(keras_internals.stateless_dropout(ops.ones(full, x.dtype), rate, seeds[index]), rows, axis=0)
+    else:
+        full = (shape[0], shape[1], full_rows, shape[3])
+        mask = keras_internals.stateless_dropout(ops.ones(full, x.dtype), rate, seeds[index])
+        mask = tf.gather(mask, positions, axis=2, batch_dims=1)
+    return x * mask
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -252,11 +286,16 @@ class AlbertEncoder(keras.layers.Layer):
     backward pass starts with it, so its activations would be rebuilt at once. Gradients are the same (the
     dropout seeds are drawn once, outside the recomputed function).
 
+    With `output_positions` the final block computes only those positions (`AlbertTransformerBlock.forward`),
+    for heads that read a few positions (masked LM, the pooler): same values there, less work.
+
     Call args:
       hidden_states: float [B, T, H].
       padding_mask: bool or int [B, T], 1 for real tokens (keys at 0 are not attended to).
+      output_positions: None, or int [B, P]: the positions the last layer's output is wanted at.
     Returns:
-      a list of num_hidden_layers tensors [B, T, H], the output of each layer.
+      a list of num_hidden_layers tensors [B, T, H], the output of each layer; with `output_positions` the
+      last one is [B, P, H], the last layer's output at those positions.
     """
 
     def __init__(self, num_hidden_layers, num_hidden_groups, inner_group_num, num_attention_heads,
@@ -298,17 +337,20 @@ class AlbertEncoder(keras.layers.Layer):
                 block.build(hidden_states_shape)
         self.built = True
 
-    def call(self, hidden_states, padding_mask=None, training=None):
+    def call(self, hidden_states, padding_mask=None, training=None, output_positions=None):
         bias = None if padding_mask is None else mask_bias(padding_mask)
         outputs = []
         for layer_index in range(self.num_hidden_layers):
-            for block in self.groups[self.group_of_layer(layer_index)]:
+            last_layer = layer_index == self.num_hidden_layers - 1
+            group = self.groups[self.group_of_layer(layer_index)]
+            for i, block in enumerate(group):
                 seeds = block.draw_dropout_seeds(training)
-                if self.remat and training and layer_index < self.num_hidden_layers - 1:
+                if self.remat and training and not last_layer:
                     hidden_states = _recomputed(block, hidden_states, bias, seeds)
                 else:
+                    positions = output_positions if last_layer and i == len(group) - 1 else None
                     hidden_states = block(hidden_states, attention_bias=bias, dropout_seeds=seeds,
-                                          training=training)
+                                          training=training, output_positions=positions)
             outputs.append(hidden_states)
         return outputs
 
@@ -342,7 +384,8 @@ class MaskedLMHead(keras.layers.Layer):
 
     Call args:
       sequence_output: float [B, T, H].
-      masked_lm_positions: int [B, P], positions to predict.
+      masked_lm_positions: int [B, P], positions to predict; None when `sequence_output` already holds just
+        those, [B, P, H] (`AlbertModel(..., output_positions=...)`).
       embedding_table: float [V, E], the word embedding table (weights are tied, as in the original).
     Returns:
       float32 logits [B, P, V].
@@ -367,8 +410,10 @@ class MaskedLMHead(keras.layers.Layer):
         self.built = True
 
     def call(self, sequence_output, masked_lm_positions, embedding_table):
-        positions = ops.cast(masked_lm_positions, "int32")
-        gathered = ops.take_along_axis(sequence_output, positions[:, :, None], axis=1)
+        gathered = sequence_output
+        if masked_lm_positions is not None:
+            positions = ops.cast(masked_lm_positions, "int32")
+            gathered = ops.take_along_axis(sequence_output, positions[:, :, None], axis=1)
         x = self.layer_norm(self.transform(gathered))
         table = ops.cast(embedding_table, x.dtype)
         logits = ops.einsum("bpe,ve->bpv", x, table)

@@ -35,6 +35,16 @@ def pretraining_losses(outputs, features):
     return mlm_loss, mlm_correct, sop_loss, sop_correct
 
 
+def set_heads_only(model, enabled=True):
+    """Makes an `AlbertForPretraining` compute its last layer only where the heads read it (`heads_only`).
+
+    A run-time choice, as `set_remat`: the logits and losses keep their values (up to float rounding), only
+    the work per step and the shape of `sequence_output` change, so it is not stored in the config.
+    """
+    model.heads_only = bool(enabled)
+    return model
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertForPretraining(LabelsInFeatures, keras.Model):
     """ALBERT with the masked-LM head (tied to the word embeddings) and the sentence-order head.
@@ -44,6 +54,10 @@ class AlbertForPretraining(LabelsInFeatures, keras.Model):
     Returns:
       the `AlbertModel` outputs plus float32 `mlm_logits` [B, P, V] and `sop_logits` [B, 2]
       (label 1 = the two segments were swapped).
+
+    With `heads_only` set (`set_heads_only`; the pretraining task sets it) the last layer is computed only
+    where the heads read it, position 0 and `masked_lm_positions` (`AlbertModel`'s `output_positions`): same
+    logits, less work per step. `sequence_output` is then [B, P, H], the states at the masked positions.
 
     Trained on batches of pretraining features (the inputs plus `masked_lm_ids`, `masked_lm_weights`,
     `next_sentence_labels`: one dict, or the inputs and a dict of those three as `(x, y)`), it reports the
@@ -66,6 +80,7 @@ class AlbertForPretraining(LabelsInFeatures, keras.Model):
         self.masked_lm_loss = keras.metrics.Mean(name="masked_lm_loss")
         self.sentence_order_accuracy = keras.metrics.Mean(name="sentence_order_accuracy")
         self.sentence_order_loss = keras.metrics.Mean(name="sentence_order_loss")
+        self.heads_only = False
 
     def build(self, inputs_shape):
         ids_shape = tuple(inputs_shape["input_ids"])
@@ -75,9 +90,14 @@ class AlbertForPretraining(LabelsInFeatures, keras.Model):
         self.built = True
 
     def call(self, inputs, training=None):
-        outputs = dict(self.albert(inputs, training=training))
+        positions = inputs["masked_lm_positions"]
+        if self.heads_only:
+            outputs = dict(self.albert(inputs, training=training, output_positions=positions))
+            positions = None  # sequence_output holds just the masked positions
+        else:
+            outputs = dict(self.albert(inputs, training=training))
         table = self.albert.embeddings.word_embeddings.embeddings
-        outputs["mlm_logits"] = self.masked_lm(outputs["sequence_output"], inputs["masked_lm_positions"], table)
+        outputs["mlm_logits"] = self.masked_lm(outputs["sequence_output"], positions, table)
         outputs["sop_logits"] = ops.cast(self.seq_relationship(outputs["pooled_output"]), "float32")
         return outputs
 

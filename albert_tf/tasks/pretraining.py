@@ -19,7 +19,7 @@ import keras
 from albert_tf.config import AlbertConfig
 from albert_tf.data import masking, records
 from albert_tf.errors import DataError, UsageError
-from albert_tf.model import AlbertForPretraining, dummy_inputs
+from albert_tf.model import AlbertForPretraining, dummy_inputs, set_heads_only
 from albert_tf.serving.encoder import export_encoder
 from albert_tf.tasks.base import TaskBase
 from albert_tf.text.tokenization import FullTokenizer, TokenizerError
@@ -122,7 +122,7 @@ class PretrainingTask(TaskBase):
                         params.keep_checkpoint_max, params.iterations_per_loop, params.train_batch_size)
 
     def build_model(self, params):
-        model = AlbertPretrainer(params.albert_config)
+        model = set_heads_only(AlbertPretrainer(params.albert_config))  # the loss reads the heads only
         model(dummy_inputs(num_predictions=1), training=False)
         return model
 
