@@ -47,15 +47,17 @@ def export_encoder(model, export_dir, tokenizer_file=None, do_lower_case=True, o
                                       ids_spec("masked_lm_positions")])
         def mlm(input_ids, input_mask, segment_ids, masked_lm_positions):
             input_ids = checked_ids(input_ids, max_positions, vocab_size=vocab_size)
-            outputs = model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
-                             "masked_lm_positions": masked_lm_positions}, training=False)
-            return {"mlm_logits": outputs["mlm_logits"]}
+            outputs = encoder({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+                              training=False, output_positions=masked_lm_positions)  # the last layer there only
+            table = encoder.embeddings.word_embeddings.embeddings
+            return {"mlm_logits": model.masked_lm(outputs["sequence_output"], None, table)}
 
         @tf.function(input_signature=[ids_spec("input_ids"), ids_spec("input_mask"), ids_spec("segment_ids")])
         def sop(input_ids, input_mask, segment_ids):
             input_ids = checked_ids(input_ids, max_positions, vocab_size=vocab_size)
+            no_positions = tf.zeros([tf.shape(input_ids)[0], 0], tf.int32)  # the last layer at position 0 only
             outputs = encoder({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
-                              training=False)
+                              training=False, output_positions=no_positions)
             logits = tf.cast(model.seq_relationship(outputs["pooled_output"]), tf.float32)
             return {"sop_log_probs": tf.nn.log_softmax(logits, axis=-1)}
 
