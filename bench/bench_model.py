@@ -12,8 +12,10 @@ Flags:
   --num_predictions   masked-LM positions per example (20).
   --modes             how the steps run: `graph` (tf.function) and/or `xla` (tf.function(jit_compile=True)).
   --sides             `albert_tf` (as run_pretraining.py trains: the last layer at the heads' positions only),
-                      `albert_tf-full` (every position of every layer; training only) and/or `keras-hub`
-                      (AlbertBackbone + MaskedLMHead + Dense(2), the same math).
+                      `albert_tf-full` (every position of every layer; training only), `albert_tf-bf16`
+                      (albert_tf under the mixed_bfloat16 policy, as --mixed_precision=bf16; its "vs" column is
+                      its speed-up over albert_tf in float32) and/or `keras-hub` (AlbertBackbone +
+                      MaskedLMHead + Dense(2), the same math).
   --rounds            rounds; every figure is the MEDIAN over the rounds (5).
   --train_steps       timed training steps per round and configuration (2).
   --latency_calls     timed batch-1 inference calls per round and configuration (20).
@@ -29,7 +31,9 @@ timed just after a long training step; the load average is printed before and af
     embedding projection, the MLM transform and the tied [B*P, E] x [E, V] logits; backward: the same with
     transposed operands, dX = dY W^T and dW = X^T dY), as many times as the step computes it, alone in one graph
     (each on its own operands, none depending on another, so TensorFlow may run them concurrently as it runs
-    a backward pass's independent products), under tf.function and under XLA; likewise for a batch-1 forward.
+    a backward pass's independent products), under tf.function and under XLA; likewise for a batch-1 forward,
+    whose matmuls are also timed in their dependency order, one layer's products after the other's and
+    nothing else (`ForwardChain`: what a forward's chain of matmuls takes on its own);
     "Peak time" = the faster of the two; a step's fraction of peak is peak time / step time (= achieved
     GFLOP/s / peak GFLOP/s at those shapes). These are the model's matmuls, every position of every layer;
     albert_tf's step computes fewer (its last layer only where the heads read it), so it is also given as a
@@ -140,15 +144,24 @@ def pretraining_loss(outputs, batch):
 # ------------------------------------------------------------------------------------------- the two sides
 class Ours:
     """The pretraining model as run_pretraining.py trains it (`heads_only`: the last layer computed where the
-    heads read it); `heads_only=False` (the side `albert_tf-full`) computes every position of every layer."""
+    heads read it); `heads_only=False` (the side `albert_tf-full`) computes every position of every layer.
+    `policy="mixed_bfloat16"` (the side `albert_tf-bf16`) builds both models under that Keras dtype policy,
+    as `--mixed_precision=bf16` does."""
 
-    def __init__(self, config, heads_only=True):
+    def __init__(self, config, heads_only=True, policy="float32"):
         self.name = "albert_tf" if heads_only else "albert_tf-full"
+        if policy != "float32":
+            self.name = f"albert_tf-{policy.removeprefix('mixed_').replace('bfloat', 'bf')}"
         self.heads_only = heads_only
-        self.pretraining = set_heads_only(AlbertForPretraining(config), heads_only)
-        self.pretraining(dummy_inputs(num_predictions=1), training=False)
-        self.encoder = AlbertModel(config)
-        self.encoder(dummy_inputs(), training=False)
+        previous = keras.mixed_precision.global_policy()
+        keras.mixed_precision.set_global_policy(policy)
+        try:
+            self.pretraining = set_heads_only(AlbertForPretraining(config), heads_only)
+            self.pretraining(dummy_inputs(num_predictions=1), training=False)
+            self.encoder = AlbertModel(config)
+            self.encoder(dummy_inputs(), training=False)
+        finally:
+            keras.mixed_precision.set_global_policy(previous)
         self.variables = self.pretraining.trainable_variables
 
     def logits(self, batch, training):
@@ -331,6 +344,63 @@ class StepMatmuls:
                 return (time.perf_counter() - start) / calls
 
 
+class ForwardChain:
+    """A batch-1 forward's matmuls in their dependency order, and nothing else: layer after layer, the query, key
+    and value projections of the previous layer's output, the two attention products (with the transposes
+    between the [T, H] and [heads, T, D] layouts they need), the output projection and the two feed-forward
+    products, each consuming the product before it. No bias, activation, residual, softmax or LayerNorm; each
+    layer's output projection is scaled (computed once with numpy) so that every layer's output has standard
+    deviation 1. Where `StepMatmuls` lets independent products overlap, this is what a forward's own chain of
+    matmuls takes: the part of a batch-1 latency no change to the elementwise work can remove."""
+
+    def __init__(self, config, seq):
+        rng = np.random.RandomState(0)
+        h, i, heads = config.hidden_size, config.intermediate_size, config.num_attention_heads
+        d = h // heads
+
+        def weight(k, n):
+            return (rng.normal(size=(k, n)) / math.sqrt(k)).astype("float32")
+
+        def split(y):  # [T, H] -> [heads, T, D]
+            return y.reshape(seq, heads, d).transpose(1, 0, 2)
+
+        x0 = x = rng.normal(size=(seq, h)).astype("float32")
+        w_q, w_k, w_v, w_in, w_out = weight(h, h), weight(h, h), weight(h, h), weight(h, i), weight(i, h)
+        w_o = []
+        for _ in range(config.num_hidden_layers * config.inner_group_num):
+            scores = split(x @ w_q) @ split(x @ w_k).transpose(0, 2, 1)
+            context = (scores @ split(x @ w_v)).transpose(1, 0, 2).reshape(seq, h)
+            w = weight(h, h)
+            y = ((context @ w) @ w_in) @ w_out
+            w_o.append(w / y.std())
+            x = y / y.std()
+        x0, w_q, w_k, w_v, w_in, w_out = (tf.constant(a) for a in (x0, w_q, w_k, w_v, w_in, w_out))
+        w_o = [tf.constant(w) for w in w_o]
+
+        def heads_of(y):
+            return tf.transpose(tf.reshape(y, (seq, heads, d)), (1, 0, 2))
+
+        def run():
+            x = x0
+            for w in w_o:
+                scores = tf.matmul(heads_of(x @ w_q), heads_of(x @ w_k), transpose_b=True)
+                context = tf.reshape(tf.transpose(tf.matmul(scores, heads_of(x @ w_v)), (1, 0, 2)), (seq, h))
+                x = ((context @ w) @ w_in) @ w_out
+            return x
+
+        self.fns = {jit: tf.function(run, jit_compile=jit) for jit in (False, True)}
+        for fn in self.fns.values():
+            np.asarray(fn())
+
+    def seconds(self, jit, min_seconds=0.3):
+        start, calls = time.perf_counter(), 0
+        while True:
+            np.asarray(self.fns[jit]())
+            calls += 1
+            if time.perf_counter() - start >= min_seconds:
+                return (time.perf_counter() - start) / calls
+
+
 class MatmulPeak:
     """The matmul-only time of each measured step (`StepMatmuls`), sampled once per round; `seconds(name)` is
     the median of the faster mode, `seconds(name, jit)` of one mode."""
@@ -391,7 +461,7 @@ def main(argv):
     print(f"Load average before: {load_average()}")
 
     makers = {"albert_tf": lambda: Ours(config), "albert_tf-full": lambda: Ours(config, heads_only=False),
-              "keras-hub": lambda: KerasHub(config)}
+              "albert_tf-bf16": lambda: Ours(config, policy="mixed_bfloat16"), "keras-hub": lambda: KerasHub(config)}
     unknown = [name for name in FLAGS.sides if name not in makers]
     if unknown:
         raise app.UsageError(f"--sides: unknown {', '.join(unknown)}; known: {', '.join(makers)}")
@@ -432,12 +502,12 @@ def main(argv):
         if any(getattr(side, "heads_only", False) for side in sides):
             peak.add(f"train/heads_only/b{b}", narrow_shapes[b])
     peak.add("infer/b1", infer_shapes)
+    peak.steps["infer/chain/b1"] = ForwardChain(config, t)
     squares, bf16_squares, samples = [], [], {key: [] for key in configs}
     for kind in ("train", "infer"):  # batch-1 calls are timed apart from the long training steps
         for _ in range(FLAGS.rounds):
-            if kind == "train":
-                squares.append(square_peak())
-                bf16_squares.append(square_peak(dtype="bfloat16"))
+            squares.append(square_peak())
+            bf16_squares.append(square_peak(dtype="bfloat16"))
             peak.measure(kind)
             for key, (fn, batch, calls) in configs.items():
                 if key[0] == kind:
@@ -455,7 +525,8 @@ def main(argv):
     print()
     print("Training step (forward + backward + clipping + LAMB), medians. 'of peak': the model's matmul-only time")
     print("(every position of every layer) / step time; 'of own': the same for the matmuls the side computes")
-    print("(albert_tf's last layer at the heads' positions only):")
+    print("(albert_tf's last layer at the heads' positions only); albert_tf-bf16's fractions are of the float32")
+    print("matmuls' time, and its last column its speed-up over albert_tf (float32):")
     print(f"{'batch':>5s} {'side':14s} {'mode':6s} {'s/step':>8s} {'ex/s':>7s} {'model GFLOP/s':>13s} "
           f"{'of peak':>8s} {'of own':>7s} {'of 2048^2':>9s} {'vs keras-hub':>12s}")
     for b in batch_sizes:
@@ -468,12 +539,16 @@ def main(argv):
                 s = median[("train", side.name, mode, b)]
                 other = median.get(("train", "keras-hub", mode, b))
                 ratio = f"x{other / s:.3f}" if other and side.name != "keras-hub" else ""
+                float32 = median.get(("train", "albert_tf", mode, b))
+                if side.name == "albert_tf-bf16" and float32:
+                    ratio = f"x{float32 / s:.3f} f32"
                 print(f"{b:5d} {side.name:14s} {mode:6s} {s:8.3f} {b / s:7.2f} {flops / s / 1e9:13.0f} "
                       f"{peak_seconds / s:8.3f} {own_seconds / s:7.3f} {flops / square / s:9.3f} {ratio:>12s}")
                 results["figures"][f"train/{side.name}/{mode}/b{b}"] = {
                     "seconds": s, "examples_per_second": b / s, "fraction_of_peak": peak_seconds / s,
                     "fraction_of_own_peak": own_seconds / s, "fraction_of_square_peak": flops / square / s,
-                    "keras_hub_ratio": (other / s) if other else None}
+                    "keras_hub_ratio": (other / s) if other else None,
+                    "float32_ratio": (float32 / s) if float32 else None}
         print(f"      the model's matmuls alone: {flops / 1e9:.0f} GFLOP in {peak_seconds:.3f} s "
               f"(tf.function: {peak.seconds(f'train/b{b}', False):.3f} s, XLA: {peak.seconds(f'train/b{b}', True):.3f} s; "
               f"{flops / square:.3f} s at the 2048^2 rate)")
@@ -486,17 +561,27 @@ def main(argv):
     peak_seconds = peak.seconds("infer/b1")
     print(f"Batch-1 inference, seq {t} (encoder forward, {flops / 1e9:.1f} GFLOP): its matmuls alone "
           f"take {1000 * peak_seconds:.1f} ms ({1000 * flops / square:.1f} ms at the 2048^2 rate)")
-    print(f"{'side':14s} {'mode':10s} {'ms':>7s} {'x peak time':>11s} {'x 2048^2 time':>13s} {'vs in-process':>13s}")
+    chain_seconds = peak.seconds("infer/chain/b1")
+    print(f"  the same matmuls in their dependency order (ForwardChain; tf.function "
+          f"{1000 * peak.seconds('infer/chain/b1', False):.1f} ms, XLA {1000 * peak.seconds('infer/chain/b1', True):.1f}"
+          f" ms): {1000 * chain_seconds:.1f} ms = {chain_seconds / peak_seconds:.3f}x the peak time")
+    results["infer_peak_seconds"] = peak_seconds
+    results["infer_chain_seconds"] = chain_seconds
+    print(f"{'side':14s} {'mode':10s} {'ms':>7s} {'x peak time':>11s} {'x chain':>8s} {'x 2048^2 time':>13s} "
+          f"{'relative':>13s}")
     for key in sorted(k for k in median if k[0] == "infer"):
         _, name, mode, _ = key
         ms = 1000 * median[key]
         rel = ""
         if mode == "savedmodel":
             rel = f"x{median[key] / median[('infer', name, 'graph', 1)]:.3f} graph"
+        elif name == "albert_tf-bf16" and ("infer", "albert_tf", mode, 1) in median:
+            rel = f"x{median[('infer', 'albert_tf', mode, 1)] / median[key]:.3f} f32"
         print(f"{name:14s} {mode:10s} {ms:7.1f} {median[key] / peak_seconds:11.3f} "
-              f"{median[key] / (flops / square):13.3f} {rel:>13s}")
+              f"{median[key] / chain_seconds:8.3f} {median[key] / (flops / square):13.3f} {rel:>13s}")
         results["figures"][f"infer/{name}/{mode}/b1"] = {"seconds": median[key],
-                                                         "of_peak_time": median[key] / peak_seconds}
+                                                         "of_peak_time": median[key] / peak_seconds,
+                                                         "of_chain_time": median[key] / chain_seconds}
     if FLAGS.output_json:
         with open(FLAGS.output_json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2)
