@@ -2,6 +2,7 @@ r"""Model speed against the machine's own float32 matmul peak, and against keras
 
     python bench/bench_model.py                                   # base_v2, batch 8 and 32, seq 128: ~25 min
     python bench/bench_model.py --sides=albert_tf,albert_tf-full,keras-hub   # and the full last layer too
+    python bench/bench_model.py --sides=albert_tf,albert_tf-bf16 --modes=graph   # mixed_bfloat16 against float32
     python bench/bench_model.py --batch_sizes=8 --rounds=3 --modes=xla
     python bench/bench_model.py --sides=albert_tf --nosavedmodel --output_json=/tmp/bench_model.json
 
@@ -41,7 +42,7 @@ timed just after a long training step; the load average is printed before and af
     and in bfloat16 (what AVX512_BF16 / AMX give a mixed_bfloat16 model at best);
   * the training step of the pretraining model (MLM + SOP loss, the project's LAMB and global-norm clipping, as
     run_pretraining.py trains; dropout 0 as base_v2) at each batch size, graph and XLA, for every side;
-  * batch-1 inference of the encoder (graph, XLA, and the exported SavedModel), for albert_tf and keras-hub.
+  * batch-1 inference of the encoder (graph, XLA, and the exported SavedModel), for every side but albert_tf-full.
 
 The machine's CPU model and its SIMD flags (AVX-512, AVX512_BF16, AMX) are printed with the figures: the peak
 and every ratio depend on them. Figures are medians over --rounds, never the best round.
