@@ -21,7 +21,8 @@ Flags:
   --train_steps       timed training steps per round and configuration (2).
   --latency_calls     timed batch-1 inference calls per round and configuration (20).
   --savedmodel        also time batch-1 inference through the exported SavedModel (serving.encoder.export_encoder,
-                      loaded with tf.saved_model.load, its serving_default signature) (true).
+                      loaded with tf.saved_model.load, its serving_default signature), of albert_tf and of
+                      albert_tf-bf16 (as export_model.py --mixed_precision=bf16 exports it) (true).
   --output_json       also write every median here.
 
 What is measured, all in one process and one window (rounds go over every configuration in turn, so load from
@@ -486,13 +487,13 @@ def main(argv):
             np.asarray(infer(single))
             configs[("infer", side.name, mode, 1)] = (infer, single, FLAGS.latency_calls)
     work_dir = None
-    if FLAGS.savedmodel and any(s.name == "albert_tf" for s in sides):
-        work_dir = tempfile.mkdtemp(prefix="bench_model_")
-        ours = next(s for s in sides if s.name == "albert_tf")
-        saved = SavedModelSide(ours.encoder, os.path.join(work_dir, "encoder"))
+    exported = [side for side in sides if side.name in ("albert_tf", "albert_tf-bf16")] if FLAGS.savedmodel else []
+    for side in exported:
+        work_dir = work_dir or tempfile.mkdtemp(prefix="bench_model_")
+        saved = SavedModelSide(side.encoder, os.path.join(work_dir, side.name))
         single = make_batch(config, 1, t, p)
         np.asarray(saved(single))
-        configs[("infer", "albert_tf", "savedmodel", 1)] = (saved, single, FLAGS.latency_calls)
+        configs[("infer", side.name, "savedmodel", 1)] = (saved, single, FLAGS.latency_calls)
 
     peak = MatmulPeak()
     train_shapes = {b: step_matmuls(config, b, t, p, train=True) for b in batch_sizes}

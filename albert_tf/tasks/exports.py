@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 
+import keras
 import tensorflow as tf
 
 from albert_tf import checkpoints, fileio
@@ -30,6 +31,7 @@ from albert_tf.tasks.classification import build_classifier
 from albert_tf.tasks.race import build_model as build_race_model
 from albert_tf.tasks.squad import TrainableSquad
 from albert_tf.text.tokenization import FullTokenizer
+from albert_tf.train.runner import PRECISION_POLICIES
 
 EXPORT_TYPES = ("encoder", "preprocessing", "classifier", "squad", "race", "tflite", "tfhub", "tfhub_preprocessing")
 TEXT_ONLY_TYPES = ("preprocessing", "tfhub_preprocessing")
@@ -139,6 +141,7 @@ class ExportRequest:
     eval_data_dir: str = None
     eval_max_examples: int = 1000
     allow_select_tf_ops: bool = False
+    mixed_precision: str = None
 
     @property
     def tokenizer_file(self):
@@ -171,6 +174,12 @@ def export(export_type, export_dir, log=print, **options):
         log("Both --spm_model_file and --vocab_file given: using the SentencePiece model.")
     if request.tflite_model not in TFLITE_MODELS:
         raise UsageError(f"unknown --tflite_model {request.tflite_model!r}; known: {', '.join(TFLITE_MODELS)}")
+    policy = PRECISION_POLICIES.get(request.mixed_precision)
+    if policy is None:
+        raise UsageError(f"--mixed_precision must be bf16 or fp16, got {request.mixed_precision!r}")
+    if policy != "float32" and (not request.needs_model() or export_type == "tflite"):
+        raise UsageError(f"--mixed_precision applies to the model SavedModel exports, not to --export_type="
+                         f"{export_type}")
     config = _config(request)
     default_length = {"squad": 384, "race": 512}.get(export_type, 128)
     if request.max_seq_length is None and config is not None:
@@ -179,7 +188,12 @@ def export(export_type, export_dir, log=print, **options):
     if config is not None:
         config.check_sequence_length(seq_length)
     outcome = {"export_type": export_type}
-    outcome.update(_EXPORTERS[export_type](request, config, seq_length, log))
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(policy)  # the model is built, and so serves, under it
+    try:
+        outcome.update(_EXPORTERS[export_type](request, config, seq_length, log))
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
     return outcome
 
 

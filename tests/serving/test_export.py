@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -271,6 +272,44 @@ def test_encoder_from_a_fine_tuned_checkpoint(tmp_path):
     features = {k: tf.constant(v, tf.int32) for k, v in COLUMNAR_BODY["inputs"].items()}
     assert_close(loaded.signatures["serving_default"](**features)["pooled_output"].numpy(),
                  classifier.albert(features)["pooled_output"].numpy())
+
+
+def matmul_dtypes(concrete_function):
+    """The dtypes of the MatMul / BatchMatMul nodes in a loaded signature's graph and the functions it calls."""
+    graph_def = concrete_function.graph.as_graph_def()
+    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+    return {tf.dtypes.as_dtype(n.attr["T"].type).name for n in nodes if n.op in ("MatMul", "BatchMatMulV2")}
+
+
+def test_encoder_export_in_bfloat16(pretrained, tmp_path):
+    """--mixed_precision=bf16: the served encoder computes its matmuls in bfloat16 from the float32 checkpoint and
+    serves float32 outputs, close to the float32 model's; the global dtype policy is left as it was."""
+    outcome = exports.export("encoder", str(tmp_path / "bf16"), albert_config_file=pretrained["config_file"],
+                             init_checkpoint=pretrained["checkpoint"], mixed_precision="bf16", log=lambda *_: None)
+    assert keras.mixed_precision.global_policy().name == "float32"
+    serve = tf.saved_model.load(outcome["export_dir"]).signatures["serving_default"]
+    assert matmul_dtypes(serve) == {"bfloat16"}
+    features = {k: tf.constant(v, tf.int32) for k, v in COLUMNAR_BODY["inputs"].items()}
+    served = serve(**features)
+    expected = pretrained["model"].albert(features)
+    for name in ("sequence_output", "pooled_output"):
+        assert served[name].dtype == tf.float32
+        difference = np.abs(served[name].numpy() - expected[name].numpy()).max()
+        assert 0 < difference < 0.1, (name, difference)  # bfloat16 keeps 8 bits of mantissa
+
+
+def test_mixed_precision_refused_where_it_does_not_apply(pretrained, tmp_path):
+    quiet = {"log": lambda *_: None, "albert_config_file": pretrained["config_file"],
+             "init_checkpoint": pretrained["checkpoint"]}
+    with pytest.raises(UsageError, match="--mixed_precision must be bf16 or fp16, got 'int8'"):
+        exports.export("encoder", str(tmp_path / "a"), mixed_precision="int8", **quiet)
+    with pytest.raises(UsageError, match="--mixed_precision applies to the model SavedModel exports, not to "
+                                         "--export_type=preprocessing"):
+        exports.export("preprocessing", str(tmp_path / "b"), mixed_precision="bf16", spm_model_file=SPM, **quiet)
+    with pytest.raises(UsageError, match="--export_type=tflite"):
+        exports.export("tflite", str(tmp_path / "c"), mixed_precision="bf16", **quiet)
+    assert not any(os.path.exists(tmp_path / d) for d in "abc")
+    assert keras.mixed_precision.global_policy().name == "float32"
 
 
 def test_preprocessing_exports_give_the_python_tokenizers_ids(tmp_path):
