@@ -14,9 +14,9 @@ Flags:
   --modes             how the steps run: `graph` (tf.function) and/or `xla` (tf.function(jit_compile=True)).
   --sides             `albert_tf` (as run_pretraining.py trains: the last layer at the heads' positions only),
                       `albert_tf-full` (every position of every layer; training only), `albert_tf-bf16`
-                      (albert_tf under the mixed_bfloat16 policy, as --mixed_precision=bf16; its "vs" column is
-                      its speed-up over albert_tf in float32) and/or `keras-hub` (AlbertBackbone +
-                      MaskedLMHead + Dense(2), the same math).
+                      (albert_tf under the mixed_bfloat16 policy, as --mixed_precision=bf16), `keras-hub`
+                      (AlbertBackbone + MaskedLMHead + Dense(2), the same math) and/or `keras-hub-bf16` (it under
+                      mixed_bfloat16). A -bf16 side is compared with the other -bf16 side and with its float32 one.
   --rounds            rounds; every figure is the MEDIAN over the rounds (5).
   --train_steps       timed training steps per round and configuration (2).
   --latency_calls     timed batch-1 inference calls per round and configuration (20).
@@ -176,9 +176,19 @@ class Ours:
 
 
 class KerasHub:
-    name = "keras-hub"
+    """keras-hub's AlbertBackbone with equivalent heads; `policy="mixed_bfloat16"` (the side `keras-hub-bf16`)
+    builds it under that Keras dtype policy."""
 
-    def __init__(self, config):
+    def __init__(self, config, policy="float32"):
+        self.name = "keras-hub" if policy == "float32" else "keras-hub-bf16"
+        previous = keras.mixed_precision.global_policy()
+        keras.mixed_precision.set_global_policy(policy)
+        try:
+            self._build(config)
+        finally:
+            keras.mixed_precision.set_global_policy(previous)
+
+    def _build(self, config):
         def backbone():
             return keras_hub.models.AlbertBackbone(
                 vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
@@ -210,7 +220,8 @@ class KerasHub:
     def logits(self, batch, training):
         out = self.backbone(self._inputs(batch), training=training)
         mlm = self.mlm_head(out["sequence_output"], mask_positions=batch["masked_lm_positions"])
-        return {"mlm_logits": mlm, "sop_logits": self.sop_head(out["pooled_output"])}
+        sop = self.sop_head(out["pooled_output"])  # float32 logits under bf16 too, as albert_tf's heads give
+        return {"mlm_logits": keras.ops.cast(mlm, "float32"), "sop_logits": keras.ops.cast(sop, "float32")}
 
     def encode(self, batch):
         return self.inference_backbone(self._inputs(batch), training=False)["sequence_output"]
@@ -463,7 +474,8 @@ def main(argv):
     print(f"Load average before: {load_average()}")
 
     makers = {"albert_tf": lambda: Ours(config), "albert_tf-full": lambda: Ours(config, heads_only=False),
-              "albert_tf-bf16": lambda: Ours(config, policy="mixed_bfloat16"), "keras-hub": lambda: KerasHub(config)}
+              "albert_tf-bf16": lambda: Ours(config, policy="mixed_bfloat16"), "keras-hub": lambda: KerasHub(config),
+              "keras-hub-bf16": lambda: KerasHub(config, policy="mixed_bfloat16")}
     unknown = [name for name in FLAGS.sides if name not in makers]
     if unknown:
         raise app.UsageError(f"--sides: unknown {', '.join(unknown)}; known: {', '.join(makers)}")
@@ -527,10 +539,11 @@ def main(argv):
     print()
     print("Training step (forward + backward + clipping + LAMB), medians. 'of peak': the model's matmul-only time")
     print("(every position of every layer) / step time; 'of own': the same for the matmuls the side computes")
-    print("(albert_tf's last layer at the heads' positions only); albert_tf-bf16's fractions are of the float32")
-    print("matmuls' time, and its last column its speed-up over albert_tf (float32):")
+    print("(albert_tf's last layer at the heads' positions only). The -bf16 sides' fractions are of the float32")
+    print("matmuls' time; their last column compares albert_tf-bf16 with keras-hub-bf16, and each with its own")
+    print("float32 side ('f32'):")
     print(f"{'batch':>5s} {'side':14s} {'mode':6s} {'s/step':>8s} {'ex/s':>7s} {'model GFLOP/s':>13s} "
-          f"{'of peak':>8s} {'of own':>7s} {'of 2048^2':>9s} {'vs keras-hub':>12s}")
+          f"{'of peak':>8s} {'of own':>7s} {'of 2048^2':>9s} {'vs keras-hub':>18s}")
     for b in batch_sizes:
         flops = MatmulPeak.flops(train_shapes[b])
         peak_seconds = peak.seconds(f"train/b{b}")
@@ -539,13 +552,14 @@ def main(argv):
             own_seconds = peak.seconds(own)
             for mode in FLAGS.modes:
                 s = median[("train", side.name, mode, b)]
-                other = median.get(("train", "keras-hub", mode, b))
-                ratio = f"x{other / s:.3f}" if other and side.name != "keras-hub" else ""
-                float32 = median.get(("train", "albert_tf", mode, b))
-                if side.name == "albert_tf-bf16" and float32:
-                    ratio = f"x{float32 / s:.3f} f32"
+                bf16 = side.name.endswith("-bf16")
+                other = median.get(("train", "keras-hub-bf16" if bf16 else "keras-hub", mode, b))
+                ratio = f"x{other / s:.3f}" if other and not side.name.startswith("keras-hub") else ""
+                float32 = median.get(("train", side.name.removesuffix("-bf16"), mode, b)) if bf16 else None
+                if float32:
+                    ratio = (ratio + " " if ratio else "") + f"x{float32 / s:.3f} f32"
                 print(f"{b:5d} {side.name:14s} {mode:6s} {s:8.3f} {b / s:7.2f} {flops / s / 1e9:13.0f} "
-                      f"{peak_seconds / s:8.3f} {own_seconds / s:7.3f} {flops / square / s:9.3f} {ratio:>12s}")
+                      f"{peak_seconds / s:8.3f} {own_seconds / s:7.3f} {flops / square / s:9.3f} {ratio:>18s}")
                 results["figures"][f"train/{side.name}/{mode}/b{b}"] = {
                     "seconds": s, "examples_per_second": b / s, "fraction_of_peak": peak_seconds / s,
                     "fraction_of_own_peak": own_seconds / s, "fraction_of_square_peak": flops / square / s,
@@ -577,8 +591,8 @@ def main(argv):
         rel = ""
         if mode == "savedmodel":
             rel = f"x{median[key] / median[('infer', name, 'graph', 1)]:.3f} graph"
-        elif name == "albert_tf-bf16" and ("infer", "albert_tf", mode, 1) in median:
-            rel = f"x{median[('infer', 'albert_tf', mode, 1)] / median[key]:.3f} f32"
+        elif name.endswith("-bf16") and ("infer", name.removesuffix("-bf16"), mode, 1) in median:
+            rel = f"x{median[('infer', name.removesuffix('-bf16'), mode, 1)] / median[key]:.3f} f32"
         print(f"{name:14s} {mode:10s} {ms:7.1f} {median[key] / peak_seconds:11.3f} "
               f"{median[key] / chain_seconds:8.3f} {median[key] / (flops / square):13.3f} {rel:>13s}")
         results["figures"][f"infer/{name}/{mode}/b1"] = {"seconds": median[key],
