@@ -75,6 +75,7 @@ from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs, set
 from albert_tf.model.layers import gelu_tanh
 from albert_tf.model.pretraining import MLM_EPSILON, pretraining_losses
 from albert_tf.train.optimization import create_optimizer
+from albert_tf.train.runner import dtype_policy_scope
 from albert_tf.train.steps import clip_gradients_across_replicas
 
 FLAGS = flags.FLAGS
@@ -151,19 +152,13 @@ class Ours:
     as `--mixed_precision=bf16` does."""
 
     def __init__(self, config, heads_only=True, policy="float32"):
-        self.name = "albert_tf" if heads_only else "albert_tf-full"
-        if policy != "float32":
-            self.name = f"albert_tf-{policy.removeprefix('mixed_').replace('bfloat', 'bf')}"
+        self.name = ("albert_tf" if heads_only else "albert_tf-full") + ("" if policy == "float32" else "-bf16")
         self.heads_only = heads_only
-        previous = keras.mixed_precision.global_policy()
-        keras.mixed_precision.set_global_policy(policy)
-        try:
+        with dtype_policy_scope(policy):
             self.pretraining = set_heads_only(AlbertForPretraining(config), heads_only)
             self.pretraining(dummy_inputs(num_predictions=1), training=False)
             self.encoder = AlbertModel(config)
             self.encoder(dummy_inputs(), training=False)
-        finally:
-            keras.mixed_precision.set_global_policy(previous)
         self.variables = self.pretraining.trainable_variables
 
     def logits(self, batch, training):
@@ -181,12 +176,8 @@ class KerasHub:
 
     def __init__(self, config, policy="float32"):
         self.name = "keras-hub" if policy == "float32" else "keras-hub-bf16"
-        previous = keras.mixed_precision.global_policy()
-        keras.mixed_precision.set_global_policy(policy)
-        try:
+        with dtype_policy_scope(policy):
             self._build(config)
-        finally:
-            keras.mixed_precision.set_global_policy(previous)
 
     def _build(self, config):
         def backbone():
@@ -270,6 +261,16 @@ def seconds_per_call(fn, batch, calls):
 
 
 # ------------------------------------------------------------------------------------ matmul peak at shapes
+def seconds_per_run(fn, min_seconds):
+    """Seconds of one call of `fn()` (calls repeated for at least `min_seconds`, each call's outputs computed)."""
+    start, calls = time.perf_counter(), 0
+    while True:
+        np.asarray(tf.nest.flatten(fn())[-1])
+        calls += 1
+        if time.perf_counter() - start >= min_seconds:
+            return (time.perf_counter() - start) / calls
+
+
 def step_matmuls(config, batch, seq, preds, train, heads_only=False):
     """Every matmul of a step as (name, batch_dims, m, k, n, transpose_a, transpose_b, count per step).
 
@@ -347,14 +348,7 @@ class StepMatmuls:
             np.asarray(fn()[-1])
 
     def seconds(self, jit, min_seconds=0.3):
-        """Seconds of one call (calls repeated for at least `min_seconds`, all outputs computed)."""
-        start, calls = time.perf_counter(), 0
-        while True:
-            out = self.fns[jit]()
-            np.asarray(out[-1])
-            calls += 1
-            if time.perf_counter() - start >= min_seconds:
-                return (time.perf_counter() - start) / calls
+        return seconds_per_run(self.fns[jit], min_seconds)
 
 
 class ForwardChain:
@@ -406,12 +400,7 @@ class ForwardChain:
             np.asarray(fn())
 
     def seconds(self, jit, min_seconds=0.3):
-        start, calls = time.perf_counter(), 0
-        while True:
-            np.asarray(self.fns[jit]())
-            calls += 1
-            if time.perf_counter() - start >= min_seconds:
-                return (time.perf_counter() - start) / calls
+        return seconds_per_run(self.fns[jit], min_seconds)
 
 
 class MatmulPeak:

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 
-import keras
 import tensorflow as tf
 
 from albert_tf import checkpoints, fileio
@@ -31,7 +30,7 @@ from albert_tf.tasks.classification import build_classifier
 from albert_tf.tasks.race import build_model as build_race_model
 from albert_tf.tasks.squad import TrainableSquad
 from albert_tf.text.tokenization import FullTokenizer
-from albert_tf.train.runner import PRECISION_POLICIES
+from albert_tf.train.runner import dtype_policy_scope, precision_policy
 
 EXPORT_TYPES = ("encoder", "preprocessing", "classifier", "squad", "race", "tflite", "tfhub", "tfhub_preprocessing")
 TEXT_ONLY_TYPES = ("preprocessing", "tfhub_preprocessing")
@@ -174,9 +173,7 @@ def export(export_type, export_dir, log=print, **options):
         log("Both --spm_model_file and --vocab_file given: using the SentencePiece model.")
     if request.tflite_model not in TFLITE_MODELS:
         raise UsageError(f"unknown --tflite_model {request.tflite_model!r}; known: {', '.join(TFLITE_MODELS)}")
-    policy = PRECISION_POLICIES.get(request.mixed_precision)
-    if policy is None:
-        raise UsageError(f"--mixed_precision must be bf16 or fp16, got {request.mixed_precision!r}")
+    policy = precision_policy(request.mixed_precision)
     if policy != "float32" and (not request.needs_model() or export_type == "tflite"):
         raise UsageError(f"--mixed_precision applies to the model SavedModel exports, not to --export_type="
                          f"{export_type}")
@@ -188,12 +185,8 @@ def export(export_type, export_dir, log=print, **options):
     if config is not None:
         config.check_sequence_length(seq_length)
     outcome = {"export_type": export_type}
-    previous = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy(policy)  # the model is built, and so serves, under it
-    try:
+    with dtype_policy_scope(policy):  # the model is built, and so serves, under it
         outcome.update(_EXPORTERS[export_type](request, config, seq_length, log))
-    finally:
-        keras.mixed_precision.set_global_policy(previous)
     return outcome
 
 

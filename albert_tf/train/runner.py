@@ -124,22 +124,37 @@ class Task(Protocol):
         """The `DataError` (naming the file) for a `tf.errors.DataLossError` met while reading training data."""
 
 
+def precision_policy(mixed_precision):
+    """The Keras dtype policy of a `--mixed_precision` value (none, bf16 or fp16); UsageError otherwise."""
+    if mixed_precision not in PRECISION_POLICIES:
+        raise UsageError(f"--mixed_precision must be bf16 or fp16, got {mixed_precision!r}")
+    return PRECISION_POLICIES[mixed_precision]
+
+
+@contextlib.contextmanager
+def dtype_policy_scope(policy):
+    """Keras' global dtype policy set to `policy` (a name) for the models built inside, the previous one after."""
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
 @contextlib.contextmanager
 def runtime_scope(params):
     """Sets Keras' dtype policy from `--mixed_precision` and the seeds from `--random_seed` for one run, and
     restores the previous policy and the Python / numpy random states afterwards."""
-    if params.mixed_precision not in PRECISION_POLICIES:
-        raise UsageError(f"--mixed_precision must be bf16 or fp16, got {params.mixed_precision!r}")
-    policy = keras.mixed_precision.global_policy()
+    policy = precision_policy(params.mixed_precision)
     python_state, numpy_state = random.getstate(), np.random.get_state()
-    keras.mixed_precision.set_global_policy(PRECISION_POLICIES[params.mixed_precision])
-    keras.utils.set_random_seed(params.random_seed)
-    try:
-        yield
-    finally:
-        keras.mixed_precision.set_global_policy(policy)
-        random.setstate(python_state)
-        np.random.set_state(numpy_state)
+    with dtype_policy_scope(policy):
+        keras.utils.set_random_seed(params.random_seed)
+        try:
+            yield
+        finally:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
 
 
 def get_strategy(params):
