@@ -9,6 +9,7 @@ Flags:
   --batch_size   examples per step (8); --seq_length (128), --num_predictions (20).
   --steps        profiled steps (2), after two warm-up steps.
   --top          also list the N most expensive ops by name (0).
+  --policy       float32 or mixed_bfloat16 (as `--mixed_precision=bf16`).
 
 Runs `tf.profiler.experimental` around --steps steps (tf.function, no XLA: XLA fuses everything into a few
 kernels the host trace does not break down) and sums each traced TF op's duration per step, by role: the
@@ -48,6 +49,7 @@ flags.DEFINE_integer("seq_length", 128, "Sequence length.")
 flags.DEFINE_integer("num_predictions", 20, "Masked-LM positions per example.")
 flags.DEFINE_integer("steps", 2, "Profiled steps.")
 flags.DEFINE_integer("top", 0, "Also list the N most expensive ops by name.")
+flags.DEFINE_enum("policy", "float32", ["float32", "mixed_bfloat16"], "Keras dtype policy of the model.")
 
 # (role, pattern on "name:type"), first match wins.
 ROLES = [
@@ -80,7 +82,8 @@ def role_of(event_name):
 def main(argv):
     del argv
     config = AlbertConfig.preset("base_v2")
-    side = (bench_model.Ours if FLAGS.side == "albert_tf" else bench_model.KerasHub)(config)
+    side_class = bench_model.Ours if FLAGS.side == "albert_tf" else bench_model.KerasHub
+    side = side_class(config, policy=FLAGS.policy)
     batch = bench_model.make_batch(config, FLAGS.batch_size, FLAGS.seq_length, FLAGS.num_predictions)
     fn = (bench_model.make_train_step(side, False) if FLAGS.what == "train"
           else bench_model.make_infer_step(side, False))
@@ -110,7 +113,7 @@ def main(argv):
                 by_role[role_of(name)] += seconds
                 by_name[re.sub(r"_\d+(?=[/:])", "", name)] += seconds
     total = sum(by_role.values())
-    print(f"{FLAGS.side} {FLAGS.what}, batch {FLAGS.batch_size}, seq {FLAGS.seq_length}: {wall:.3f} s per step "
+    print(f"{FLAGS.side} {FLAGS.policy} {FLAGS.what}, batch {FLAGS.batch_size}, seq {FLAGS.seq_length}: {wall:.3f} s per step "
           f"(wall); traced op time {total:.3f} s per step; load average {bench_model.load_average()}")
     for role, seconds in by_role.most_common():
         print(f"  {1000 * seconds:9.1f} ms  {100 * seconds / total:5.1f} %  {role}")

@@ -130,6 +130,8 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
     einsums run as batched matmuls), the 1/sqrt(head_size) scale is folded into the query kernel, and the
     padding mask arrives as an additive bias computed once for all layers (`mask_bias`), not rebuilt
     as a [B, T, T] mask in every layer. The attention softmax runs in float32 under mixed precision.
+    The matmuls read their operands from `matmul_weights()`, which an encoder at inference computes once for
+    every layer the block runs (`AlbertEncoder`).
 
     ALBERT has separate `attention_probs_dropout_prob` and `hidden_dropout_prob` where keras-hub has one rate,
     so the attention-probability rate is set on the attention layer after the parent builds it. Dropout
@@ -145,6 +147,7 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
       padding_mask: bool or int [B, T], 1 for keys to attend to (or pass `attention_bias`).
       attention_bias: float32 [B, 1, 1, T], as `mask_bias(padding_mask)` returns.
       dropout_seeds: None or the three int seeds of `draw_dropout_seeds` (drawn here when None).
+      matmul_weights: None, or what `matmul_weights()` returned (computed here when None).
     Returns:
       float [B, T, H].
     """
@@ -173,8 +176,32 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
         layers = keras_internals.block_dropout_layers(self)
         return tuple(layers[k].seed_generator.next() for k in ("attention_probs", "attention_output", "output"))
 
+    def matmul_weights(self):
+        """The kernels and biases the block's matmuls use, by sublayer name: `(kernel, bias)` pairs in the
+        compute dtype, the attention kernels as [H, H] and the query's pair scaled by 1/sqrt(head_size).
+
+        They are the same for every layer that shares the block, so at inference `AlbertEncoder` computes them
+        once per forward pass instead of once per layer (under mixed precision a cast of every kernel per
+        layer, in float32 the scaled query kernel). In training each layer computes its own, so that each
+        layer's weight gradient passes through its own cast and is summed over the layers in float32.
+        """
+        parts = keras_internals.transformer_block_parts(self)
+        dtype = self.compute_dtype
+        hidden = int(parts["query"].kernel.shape[0])
+        scale = 1.0 / math.sqrt(hidden // self.num_heads)
+
+        def pair(name):
+            dense = parts[name]
+            kernel, bias = ops.cast(dense.kernel, dtype), ops.cast(dense.bias, dtype)
+            if name in ("intermediate", "output"):
+                return kernel, bias
+            kernel, bias = ops.reshape(kernel, (hidden, hidden)), ops.reshape(bias, (hidden,))
+            return (kernel * scale, bias * scale) if name == "query" else (kernel, bias)
+
+        return {name: pair(name) for name in ("query", "key", "value", "attention_output", "intermediate", "output")}
+
     def call(self, inputs, padding_mask=None, attention_mask=None, training=None, return_attention_scores=False,
-             attention_bias=None, dropout_seeds=None, output_positions=None):
+             attention_bias=None, dropout_seeds=None, output_positions=None, matmul_weights=None):
         if self.normalize_first or attention_mask is not None or return_attention_scores:
             if output_positions is not None:
                 raise ValueError("output_positions needs the block's own (post-LayerNorm, attention_bias) path")
@@ -184,11 +211,11 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
             attention_bias = mask_bias(padding_mask)
         if dropout_seeds is None:
             dropout_seeds = self.draw_dropout_seeds(training)
-        return self.forward(inputs, attention_bias, dropout_seeds, output_positions)
+        return self.forward(inputs, attention_bias, dropout_seeds, output_positions, matmul_weights)
 
-    def forward(self, inputs, bias, seeds=None, positions=None):
-        """The block as a function of tensors only (`seeds`: None, or the three dropout seeds), so that
-        `tf.recompute_grad` can run it again in the backward pass.
+    def forward(self, inputs, bias, seeds=None, positions=None, weights=None):
+        """The block as a function of tensors only (`seeds`: None, or the three dropout seeds; `weights`: None,
+        or `matmul_weights()`), so that `tf.recompute_grad` can run it again in the backward pass.
 
         With `positions` (int [B, P]) only those rows are computed: every position still serves as a key and
         value, but the queries, the attention output, both LayerNorms and the feed-forward network run on
@@ -197,6 +224,8 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
         equal the full block's rows under the same seeds too.
         """
         parts = keras_internals.transformer_block_parts(self)
+        if weights is None:
+            weights = self.matmul_weights()
         dtype = self.compute_dtype
         hidden = int(inputs.shape[-1])
         heads = self.num_heads
@@ -213,30 +242,28 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
         else:
             queries, out_length = x, length
 
-        def project(dense, inputs_, length_, scale=None):
-            kernel = ops.reshape(ops.cast(dense.kernel, dtype), (hidden, hidden))
-            bias_ = ops.reshape(ops.cast(dense.bias, dtype), (hidden,))
-            if scale is not None:
-                kernel, bias_ = kernel * scale, bias_ * scale
-            y = tf.nn.bias_add(ops.matmul(inputs_, kernel), bias_)
-            return ops.transpose(ops.reshape(y, (batch, length_, heads, head_size)), (0, 2, 1, 3))
+        def dense(name, inputs_):
+            kernel, bias_ = weights[name]
+            return tf.nn.bias_add(ops.matmul(inputs_, kernel), bias_)
 
-        q = project(parts["query"], queries, out_length, 1.0 / math.sqrt(head_size))  # [B, N, P or T, D]
-        k = project(parts["key"], x, length)  # [B, N, T, D]
-        v = project(parts["value"], x, length)
+        def project(name, inputs_, length_):
+            y = ops.reshape(dense(name, inputs_), (batch, length_, heads, head_size))
+            return ops.transpose(y, (0, 2, 1, 3))
+
+        q = project("query", queries, out_length)  # [B, N, P or T, D], scaled by 1/sqrt(D)
+        k = project("key", x, length)  # [B, N, T, D]
+        v = project("value", x, length)
         scores = ops.cast(tf.matmul(q, k, transpose_b=True), "float32")  # [B, N, P or T, T]
         if bias is not None:  # (Keras casts float call arguments to the compute dtype)
             scores = scores + ops.cast(bias, "float32")
         probs = ops.cast(ops.softmax(scores, axis=-1), dtype)
         probs = _dropout(probs, self.attention_dropout, seeds, 0, positions=positions, full_rows=length)
         context = ops.reshape(ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3)), (-1, hidden))
-        out_dense = parts["attention_output"]
-        attention = tf.nn.bias_add(ops.matmul(context, ops.reshape(ops.cast(out_dense.kernel, dtype),
-                                                                   (hidden, hidden))), ops.cast(out_dense.bias, dtype))
+        attention = dense("attention_output", context)
         attention = _dropout(attention, self.dropout, seeds, 1, rows=rows, full_rows=batch * length)
         x = parts["attention_layer_norm"](queries + attention)
-        intermediate = parts["intermediate"](x)
-        output = parts["output"](intermediate)
+        intermediate = parts["intermediate"].activation(dense("intermediate", x))
+        output = dense("output", intermediate)
         output = _dropout(output, self.dropout, seeds, 2, rows=rows, full_rows=batch * length)
         x = parts["output_layer_norm"](x + output)
         if positions is None:
@@ -285,6 +312,9 @@ class AlbertEncoder(keras.layers.Layer):
     backward pass, at the cost of about one more forward pass. The last layer is not recomputed because the
     backward pass starts with it, so its activations would be rebuilt at once. Gradients are the same (the
     dropout seeds are drawn once, outside the recomputed function).
+
+    At inference each block's `matmul_weights()` (its kernels in the compute dtype, the query's scaled) are
+    computed once per forward pass and passed to every layer that runs the block.
 
     With `output_positions` the final block computes only those positions (`AlbertTransformerBlock.forward`),
     for heads that read a few positions (masked LM, the pooler): same values there, less work.
@@ -339,6 +369,9 @@ class AlbertEncoder(keras.layers.Layer):
 
     def call(self, hidden_states, padding_mask=None, training=None, output_positions=None):
         bias = None if padding_mask is None else mask_bias(padding_mask)
+        shared = {}
+        if not training:  # each block's weights cast and scaled once, not once per layer it computes
+            shared = {block.name: block.matmul_weights() for group in self.groups for block in group}
         outputs = []
         for layer_index in range(self.num_hidden_layers):
             last_layer = layer_index == self.num_hidden_layers - 1
@@ -350,7 +383,8 @@ class AlbertEncoder(keras.layers.Layer):
                 else:
                     positions = output_positions if last_layer and i == len(group) - 1 else None
                     hidden_states = block(hidden_states, attention_bias=bias, dropout_seeds=seeds,
-                                          training=training, output_positions=positions)
+                                          training=training, output_positions=positions,
+                                          matmul_weights=shared.get(block.name))
             outputs.append(hidden_states)
         return outputs
 

@@ -413,3 +413,30 @@ def test_mixed_precision(policy, grouped):
     inference = _np(dropout_model(inputs, training=False))
     assert np.abs(inference["mlm_logits"] - out["mlm_logits"]).max() <= tolerance * np.abs(out["mlm_logits"]).max()
     assert all(np.isfinite(v).all() for v in _np(dropout_model(inputs, training=True)).values())
+
+
+def _block_kernel_casts(model, inputs, training):
+    """How many Cast ops of `model`'s traced forward read a Transformer-block kernel variable."""
+    shapes = set()
+    for group in model.encoder.groups:
+        for block in group:
+            shapes.update(tuple(w.shape) for w in block.trainable_weights if w.path.endswith("kernel"))
+    graph = tf.function(lambda x: model(x, training=training)).get_concrete_function(inputs).graph
+    return sum(1 for op in graph.get_operations()
+               if op.type == "Cast" and op.inputs[0].op.type == "ReadVariableOp"
+               and tuple(op.inputs[0].shape) in shapes)
+
+
+def test_shared_block_weights_are_cast_once_per_forward_at_inference(policy):
+    """At inference each shared block's kernels are cast once per forward, not once per layer; in training
+    once per layer (each layer's gradient then passes through its own cast into float32). The two give the
+    same outputs."""
+    config = _small_config(num_hidden_layers=4, num_hidden_groups=2, inner_group_num=2)
+    model = _built(AlbertModel, config)
+    inputs = {k: tf.constant(v) for k, v in _inputs().items() if k != "masked_lm_positions"}
+    kernels_per_block = 6  # query, key, value, attention output, intermediate, output
+    assert _block_kernel_casts(model, inputs, training=False) == 4 * kernels_per_block
+    assert _block_kernel_casts(model, inputs, training=True) == 4 * 2 * kernels_per_block
+    inference, training = model(inputs, training=False), model(inputs, training=True)
+    for key in ("sequence_output", "pooled_output"):
+        np.testing.assert_array_equal(_array(inference[key]), _array(training[key]), err_msg=key)
