@@ -1,8 +1,10 @@
 """`bench/bench_model.py`'s matmul accounting against the model itself: the products its peak times
 (`step_matmuls`) and the dependency chain it times for batch 1 (`ForwardChain`) are the matmuls the model's
-own graph computes, counted op by op from the traced graph."""
+own graph computes, counted op by op from the traced graph. And the README's tables of its runs are the stored
+runs (`bench/bench_model_runs.py`)."""
 
 import importlib.util
+import json
 import os
 
 import numpy as np
@@ -19,12 +21,16 @@ BATCH, SEQ, PREDS = 2, 16, 3
 BACKWARD = (" dX", " dW", " dA", " dB")
 
 
-@pytest.fixture(scope="module")
-def bench_model():
-    spec = importlib.util.spec_from_file_location("bench_model", os.path.join(REPO, "bench", "bench_model.py"))
+def _bench_script(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "bench", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def bench_model():
+    return _bench_script("bench_model")
 
 
 def graph_matmul_flops(fn):
@@ -71,3 +77,32 @@ def test_inference_matmuls_and_forward_chain_are_the_encoders(bench_model):
     assert graph_matmul_flops(chain.fns[False]) == bench_model.MatmulPeak.flops(layers)
     out = chain.fns[False]().numpy()
     assert out.shape == (SEQ, CONFIG.hidden_size) and 0.5 < out.std() < 2  # values of order 1, not growing
+
+
+def test_readme_tables_are_the_stored_runs():
+    runs_module = _bench_script("bench_model_runs")
+    with open(runs_module.DEFAULT_RUNS, encoding="utf-8") as f:
+        runs = json.load(f)["runs"]
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    for table in (runs_module.training_table(runs), runs_module.inference_table(runs)):
+        assert len(table) > 2
+        assert "\n".join(table) in readme, table[0]
+
+
+def test_run_tables_compare_like_with_like():
+    """A bfloat16 side's "x keras-hub" only against keras-hub in bfloat16, never the float32 one; cells of a
+    batch-1 run are milliseconds and multiples of the matmul-only time."""
+    runs_module = _bench_script("bench_model_runs")
+    figures = {"train/albert_tf/graph/b8": {"seconds": 3.0, "fraction_of_peak": 0.9, "keras_hub_ratio": 1.2},
+               "train/albert_tf-bf16/graph/b8": {"seconds": 2.0, "fraction_of_peak": 1.35, "keras_hub_ratio": 1.8,
+                                                 "float32_ratio": 1.5},
+               "train/keras-hub/graph/b8": {"seconds": 3.6, "fraction_of_peak": 0.75, "keras_hub_ratio": 1.0},
+               "infer/albert_tf/graph/b1": {"seconds": 0.15, "of_peak_time": 1.5}}
+    runs = [{"figures": figures, "infer_chain_seconds": 0.11}]
+    rows = runs_module.training_table(runs)[2:]
+    assert rows == ["| 1 | 8 | albert_tf | 3.000 | 0.900 | 1.200 | – | – | – | – |",
+                    "| 1 | 8 | albert_tf-bf16 | 2.000 | 1.350 | – | – | – | – | 1.500 |",
+                    "| 1 | 8 | keras-hub | 3.600 | 0.750 | – | – | – | – | – |"]
+    (row,) = runs_module.inference_table(runs)[2:]
+    assert row.startswith("| 1 | 100.0 | 110.0 (1.100×) | 150.0 (1.500×) | – |")
