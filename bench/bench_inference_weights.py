@@ -7,12 +7,12 @@ Flags:
   --calls      timed calls of each variant (300).
   --batch_size, --seq_length   the forward's input (1, 128).
 
-At inference `AlbertEncoder` computes each block's `matmul_weights()` (kernels cast to the compute dtype, reshaped,
-the query's scaled) once and hands them to every layer; in training each layer computes its own. With dropout 0
-(base_v2) the training-mode forward computes the same values, so it is the per-layer variant here: the same
-model, the same weights, one `tf.function` each, called alternately (A B, B A, ...) so that load from other
-processes hits both alike. Prints the median milliseconds of each and their ratio, and checks that both give the
-same output.
+At inference `AlbertEncoder` computes each block's `matmul_weights()` (kernels cast to the compute dtype, the
+attention kernels reshaped to [H, H]) once and hands them to every layer; in training each layer computes its
+own. With dropout 0 (base_v2) the training-mode forward computes the same values, so it is the per-layer variant
+here: the same model, the same weights, one `tf.function` each, called alternately (A B, B A, ...) so that load
+from other processes hits both alike. Prints the median milliseconds of each and their ratio, and checks that
+both give the same output.
 """
 
 import os

@@ -49,6 +49,7 @@ The machine's CPU model and its SIMD flags (AVX-512, AVX512_BF16, AMX) are print
 and every ratio depend on them. Figures are medians over --rounds, never the best round.
 """
 
+import glob
 import json
 import math
 import os
@@ -69,6 +70,7 @@ import numpy as np
 import tensorflow as tf
 from absl import app, flags
 from absl import logging as absl_logging
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from albert_tf.config import AlbertConfig
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs, set_heads_only
@@ -258,6 +260,45 @@ def seconds_per_call(fn, batch, calls):
         result = fn(batch)
     np.asarray(tf.nest.flatten(result)[0])
     return (time.perf_counter() - start) / calls
+
+
+def alternate(a, b, batch, calls):
+    """Median seconds of `a(batch)` and `b(batch)` over `calls` alternating calls each."""
+    times = {0: [], 1: []}
+    for call in range(calls):
+        for index in ((0, 1) if call % 2 else (1, 0)):
+            fn = (a, b)[index]
+            start = time.perf_counter()
+            np.asarray(tf.nest.flatten(fn(batch))[0])
+            times[index].append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def op_events(fn, batch, steps):
+    """Profiles `steps` calls of `fn(batch)`: (wall seconds per call, [(traced op "name:type", seconds per call)])."""
+    log_dir = tempfile.mkdtemp(prefix="profile_model_")
+    try:
+        tf.profiler.experimental.start(log_dir)
+        start = time.perf_counter()
+        for _ in range(steps):
+            np.asarray(tf.nest.flatten(fn(batch))[0])
+        wall = (time.perf_counter() - start) / steps
+        tf.profiler.experimental.stop()
+        space = xplane_pb2.XSpace()
+        with open(glob.glob(os.path.join(log_dir, "**", "*.xplane.pb"), recursive=True)[0], "rb") as f:
+            space.ParseFromString(f.read())
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
+    events = []
+    for plane in space.planes:
+        for line in plane.lines:
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                if ":" not in name or name.startswith(("Executor", "EagerLocalExecute", "KernelAndDevice")):
+                    continue
+                events.append((name, event.duration_ps / 1e12 / steps))
+    return wall, events
+
 
 
 # ------------------------------------------------------------------------------------ matmul peak at shapes

@@ -20,13 +20,9 @@ step's wall time; the wall time is printed beside them.
 """
 
 import collections
-import glob
 import os
 import re
-import shutil
 import sys
-import tempfile
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -37,7 +33,6 @@ import bench_model
 import numpy as np
 import tensorflow as tf
 from absl import app, flags
-from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from albert_tf.config import AlbertConfig
 
@@ -60,10 +55,10 @@ ROLES = [
                                          r"_MklNativeFusedMatMul)")),
     ("matmul: attention products", r"(attention|softmax)[^:]*(einsum|MatMul_[12]|matmul_[12])[^:]*:"),
     ("matmul: dense layers", (r":(_Mkl)?(BatchMatMulV2|MatMul|Einsum|_MklNativeFusedMatMul|_FusedMatMul|"
-                              r"_MklFusedMatMul|_MklNativeMatMul)$")),
+                              r"_MklFusedMatMul|_MklNativeMatMul|_MklFusedBatchMatMulV2)$")),
     ("softmax + mask", r"[Ss]oftmax|SelectV2|attention_bias"),
-    ("LayerNorm", r"[Ll]ayer_?[Nn]orm|moments|Rsqrt|SquaredDifference"),
-    ("GELU", r":(Tanh|TanhGrad|Pow|Square|Erf)$|gelu"),
+    ("LayerNorm", r"[Ll]ayer_?[Nn]orm|moments|Rsqrt|SquaredDifference|FusedBatchNorm"),
+    ("GELU", r":(Tanh|TanhGrad|Pow|Square|Erf)$|[Gg]elu"),
     ("bias add (+grad)", r":(BiasAdd|BiasAddGrad)$"),
     ("transposes, reshapes", r":(_Mkl)?Transpose$|:Reshape$|:ConjugateTranspose$"),
     ("embedding lookup (+grad)", r"embedding|GatherV2|UnsortedSegmentSum|ResourceGather|take_along_axis"),
@@ -89,29 +84,11 @@ def main(argv):
           else bench_model.make_infer_step(side, False))
     for _ in range(2):
         np.asarray(tf.nest.flatten(fn(batch))[0])
-    log_dir = tempfile.mkdtemp(prefix="profile_model_")
-    try:
-        tf.profiler.experimental.start(log_dir)
-        start = time.perf_counter()
-        for _ in range(FLAGS.steps):
-            np.asarray(tf.nest.flatten(fn(batch))[0])
-        wall = (time.perf_counter() - start) / FLAGS.steps
-        tf.profiler.experimental.stop()
-        space = xplane_pb2.XSpace()
-        with open(glob.glob(os.path.join(log_dir, "**", "*.xplane.pb"), recursive=True)[0], "rb") as f:
-            space.ParseFromString(f.read())
-    finally:
-        shutil.rmtree(log_dir, ignore_errors=True)
+    wall, events = bench_model.op_events(fn, batch, FLAGS.steps)
     by_role, by_name = collections.Counter(), collections.Counter()
-    for plane in space.planes:
-        for line in plane.lines:
-            for event in line.events:
-                name = plane.event_metadata[event.metadata_id].name
-                if ":" not in name or name.startswith(("Executor", "EagerLocalExecute", "KernelAndDevice")):
-                    continue
-                seconds = event.duration_ps / 1e12 / FLAGS.steps
-                by_role[role_of(name)] += seconds
-                by_name[re.sub(r"_\d+(?=[/:])", "", name)] += seconds
+    for name, seconds in events:
+        by_role[role_of(name)] += seconds
+        by_name[re.sub(r"_\d+(?=[/:])", "", name)] += seconds
     total = sum(by_role.values())
     print(f"{FLAGS.side} {FLAGS.policy} {FLAGS.what}, batch {FLAGS.batch_size}, seq {FLAGS.seq_length}: {wall:.3f} s per step "
           f"(wall); traced op time {total:.3f} s per step; load average {bench_model.load_average()}")

@@ -155,3 +155,26 @@ def randomize(model, seed=0, scale=0.3):
             value = rng.normal(0.0, scale, shape)
         variable.assign(value.astype(np.dtype(variable.dtype)))
     return model
+
+
+def onednn_enabled():
+    """Whether this TensorFlow runs its oneDNN kernels and graph fusions (the default on x86 Linux)."""
+    from tensorflow.python.util import _pywrap_util_port  # pylint: disable=import-outside-toplevel
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def executed_op_types(fn, *args):
+    """Calls `fn(*args)` (a tf.function) and counts the op types of the graphs TensorFlow ran for it, after its
+    graph optimiser's rewrites and fusions: a Counter {op type: nodes}."""
+    from tensorflow.python.eager import context  # pylint: disable=import-outside-toplevel
+
+    context.enable_run_metadata()
+    try:
+        fn(*args)
+        metadata = context.export_run_metadata()
+    finally:
+        context.disable_run_metadata()
+    return collections.Counter(node.op for graph in metadata.function_graphs
+                               for partition in graph.partition_graphs for node in partition.node)
+

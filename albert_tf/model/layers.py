@@ -15,6 +15,7 @@ from keras import ops
 
 from albert_tf import keras_internals
 from albert_tf.config import layer_group
+from albert_tf.model.normalization import LayerNorm, normalize
 
 LAYER_NORM_EPSILON = 1e-12
 
@@ -80,7 +81,7 @@ class FactorizedEmbedding(keras.layers.Layer):
         self.token_type_embeddings = keras.layers.Embedding(
             type_vocab_size, embedding_size, embeddings_initializer=init, dtype=self.dtype_policy,
             name="token_type_embeddings")
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = LayerNorm(
             epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm")
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.embedding_hidden_mapping_in = keras.layers.Dense(
@@ -127,9 +128,12 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
     The sublayers (and so every weight, its name and its checkpoint key) are keras-hub's; `call` computes the
     block itself, as the original's `attention_ffn_block` does, in fewer and larger ops than keras-hub's
     generic path: each projection is one [B*T, H] x [H, H] matmul with a fusable bias add (keras-hub's 3-D
-    einsums run as batched matmuls), the 1/sqrt(head_size) scale is folded into the query kernel, and the
-    padding mask arrives as an additive bias computed once for all layers (`mask_bias`), not rebuilt
-    as a [B, T, T] mask in every layer. The attention softmax runs in float32 under mixed precision.
+    einsums run as batched matmuls), the padding mask arrives as an additive bias computed once for all layers
+    (`mask_bias`), not rebuilt as a [B, T, T] mask in every layer, and 1/sqrt(head_size) is folded into the
+    query kernel in training; at inference the scores are scaled and masked as the original computes them,
+    `scores * scale + bias`, which TensorFlow fuses (float32, oneDNN) into the batched matmul that computes
+    them. LayerNorm is one op (`normalization.layer_norm`). The attention softmax runs in float32 under mixed
+    precision.
     The matmuls read their operands from `matmul_weights()`, which an encoder at inference computes once for
     every layer the block runs (`AlbertEncoder`).
 
@@ -176,14 +180,20 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
         layers = keras_internals.block_dropout_layers(self)
         return tuple(layers[k].seed_generator.next() for k in ("attention_probs", "attention_output", "output"))
 
-    def matmul_weights(self):
+    def matmul_weights(self, fold_scale=True):
         """The kernels and biases the block's matmuls use, by sublayer name: `(kernel, bias)` pairs in the
-        compute dtype, the attention kernels as [H, H] and the query's pair scaled by 1/sqrt(head_size).
+        compute dtype, the attention kernels as [H, H], the query's pair scaled by 1/sqrt(head_size) when
+        `fold_scale`.
 
         They are the same for every layer that shares the block, so at inference `AlbertEncoder` computes them
         once per forward pass instead of once per layer (under mixed precision a cast of every kernel per
-        layer, in float32 the scaled query kernel). In training each layer computes its own, so that each
-        layer's weight gradient passes through its own cast and is summed over the layers in float32.
+        layer). In training each layer computes its own, so that each layer's weight gradient passes through its
+        own cast and is summed over the layers in float32.
+
+        Where the scale goes is a matter of cost: in training the query's [H, H] pair (scaling the [B, N, T, T]
+        scores instead adds an op of that size to the forward and the backward pass); at inference the scores
+        (`scale_scores`), since TensorFlow then fuses the scale and the mask into the product that computes
+        them.
         """
         parts = keras_internals.transformer_block_parts(self)
         dtype = self.compute_dtype
@@ -196,12 +206,13 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
             if name in ("intermediate", "output"):
                 return kernel, bias
             kernel, bias = ops.reshape(kernel, (hidden, hidden)), ops.reshape(bias, (hidden,))
-            return (kernel * scale, bias * scale) if name == "query" else (kernel, bias)
+            return (kernel * scale, bias * scale) if name == "query" and fold_scale else (kernel, bias)
 
         return {name: pair(name) for name in ("query", "key", "value", "attention_output", "intermediate", "output")}
 
     def call(self, inputs, padding_mask=None, attention_mask=None, training=None, return_attention_scores=False,
-             attention_bias=None, dropout_seeds=None, output_positions=None, matmul_weights=None):
+             attention_bias=None, dropout_seeds=None, output_positions=None, matmul_weights=None,
+             scale_scores=False):
         if self.normalize_first or attention_mask is not None or return_attention_scores:
             if output_positions is not None:
                 raise ValueError("output_positions needs the block's own (post-LayerNorm, attention_bias) path")
@@ -211,11 +222,12 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
             attention_bias = mask_bias(padding_mask)
         if dropout_seeds is None:
             dropout_seeds = self.draw_dropout_seeds(training)
-        return self.forward(inputs, attention_bias, dropout_seeds, output_positions, matmul_weights)
+        return self.forward(inputs, attention_bias, dropout_seeds, output_positions, matmul_weights, scale_scores)
 
-    def forward(self, inputs, bias, seeds=None, positions=None, weights=None):
+    def forward(self, inputs, bias, seeds=None, positions=None, weights=None, scale_scores=False):
         """The block as a function of tensors only (`seeds`: None, or the three dropout seeds; `weights`: None,
-        or `matmul_weights()`), so that `tf.recompute_grad` can run it again in the backward pass.
+        or `matmul_weights(fold_scale=not scale_scores)`), so that `tf.recompute_grad` can run it again in the
+        backward pass. `scale_scores` scales the query-key products by 1/sqrt(head_size) rather than the query.
 
         With `positions` (int [B, P]) only those rows are computed: every position still serves as a key and
         value, but the queries, the attention output, both LayerNorms and the feed-forward network run on
@@ -225,7 +237,7 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
         """
         parts = keras_internals.transformer_block_parts(self)
         if weights is None:
-            weights = self.matmul_weights()
+            weights = self.matmul_weights(fold_scale=not scale_scores)
         dtype = self.compute_dtype
         hidden = int(inputs.shape[-1])
         heads = self.num_heads
@@ -250,10 +262,13 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
             y = ops.reshape(dense(name, inputs_), (batch, length_, heads, head_size))
             return ops.transpose(y, (0, 2, 1, 3))
 
-        q = project("query", queries, out_length)  # [B, N, P or T, D], scaled by 1/sqrt(D)
+        q = project("query", queries, out_length)  # [B, N, P or T, D]
         k = project("key", x, length)  # [B, N, T, D]
         v = project("value", x, length)
-        scores = ops.cast(tf.matmul(q, k, transpose_b=True), "float32")  # [B, N, P or T, T]
+        scores = tf.matmul(q, k, transpose_b=True)  # [B, N, P or T, T]
+        if scale_scores:
+            scores = scores * (1.0 / math.sqrt(head_size))
+        scores = ops.cast(scores, "float32")
         if bias is not None:  # (Keras casts float call arguments to the compute dtype)
             scores = scores + ops.cast(bias, "float32")
         probs = ops.cast(ops.softmax(scores, axis=-1), dtype)
@@ -261,11 +276,11 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
         context = ops.reshape(ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3)), (-1, hidden))
         attention = dense("attention_output", context)
         attention = _dropout(attention, self.dropout, seeds, 1, rows=rows, full_rows=batch * length)
-        x = parts["attention_layer_norm"](queries + attention)
+        x = normalize(parts["attention_layer_norm"], queries + attention)
         intermediate = parts["intermediate"].activation(dense("intermediate", x))
         output = dense("output", intermediate)
         output = _dropout(output, self.dropout, seeds, 2, rows=rows, full_rows=batch * length)
-        x = parts["output_layer_norm"](x + output)
+        x = normalize(parts["output_layer_norm"], x + output)
         if positions is None:
             return ops.reshape(x, shape)
         return ops.reshape(x, (batch, out_length, hidden))
@@ -313,8 +328,9 @@ class AlbertEncoder(keras.layers.Layer):
     backward pass starts with it, so its activations would be rebuilt at once. Gradients are the same (the
     dropout seeds are drawn once, outside the recomputed function).
 
-    At inference each block's `matmul_weights()` (its kernels in the compute dtype, the query's scaled) are
-    computed once per forward pass and passed to every layer that runs the block.
+    At inference each block's `matmul_weights(fold_scale=False)` (its kernels in the compute dtype, as [H, H])
+    are computed once per forward pass and passed to every layer that runs the block, which scales the
+    scores.
 
     With `output_positions` the final block computes only those positions (`AlbertTransformerBlock.forward`),
     for heads that read a few positions (masked LM, the pooler): same values there, less work.
@@ -370,8 +386,8 @@ class AlbertEncoder(keras.layers.Layer):
     def call(self, hidden_states, padding_mask=None, training=None, output_positions=None):
         bias = None if padding_mask is None else mask_bias(padding_mask)
         shared = {}
-        if not training:  # each block's weights cast and scaled once, not once per layer it computes
-            shared = {block.name: block.matmul_weights() for group in self.groups for block in group}
+        if not training:  # each block's weights cast and reshaped once, not once per layer it computes
+            shared = {block.name: block.matmul_weights(fold_scale=False) for group in self.groups for block in group}
         outputs = []
         for layer_index in range(self.num_hidden_layers):
             last_layer = layer_index == self.num_hidden_layers - 1
@@ -384,7 +400,7 @@ class AlbertEncoder(keras.layers.Layer):
                     positions = output_positions if last_layer and i == len(group) - 1 else None
                     hidden_states = block(hidden_states, attention_bias=bias, dropout_seeds=seeds,
                                           training=training, output_positions=positions,
-                                          matmul_weights=shared.get(block.name))
+                                          matmul_weights=shared.get(block.name), scale_scores=not training)
             outputs.append(hidden_states)
         return outputs
 
@@ -434,7 +450,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.transform = keras.layers.Dense(
             embedding_size, activation=get_activation(hidden_act),
             kernel_initializer=truncated_normal(initializer_range), dtype=self.dtype_policy, name="transform")
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = LayerNorm(
             epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm")
 
     def build(self, sequence_output_shape, masked_lm_positions_shape=None, embedding_table_shape=None):

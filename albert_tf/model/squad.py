@@ -28,6 +28,7 @@ from keras import ops
 from albert_tf.model import losses
 from albert_tf.model.feature_labels import LabelsInFeatures, example_weights, merge_labels
 from albert_tf.model.layers import truncated_normal
+from albert_tf.model.normalization import LayerNorm
 from albert_tf.model.task_model import TaskModel
 
 NEG_INF = 1e30
@@ -89,7 +90,7 @@ class AlbertForSquad(LabelsInFeatures, TaskModel):
             self.start_dense = keras.layers.Dense(1, kernel_initializer=init, dtype=dtype, name="start_dense")
             self.end_dense_0 = keras.layers.Dense(c.hidden_size, activation="tanh", kernel_initializer=init,
                                                   dtype=dtype, name="end_dense_0")
-            self.end_layer_norm = keras.layers.LayerNormalization(epsilon=1e-12, dtype=dtype, name="end_LayerNorm")
+            self.end_layer_norm = LayerNorm(epsilon=1e-12, dtype=dtype, name="end_LayerNorm")
             self.end_dense_1 = keras.layers.Dense(1, kernel_initializer=init, dtype=dtype, name="end_dense_1")
             self.answer_dense_0 = keras.layers.Dense(c.hidden_size, activation="tanh", kernel_initializer=init,
                                                      dtype=dtype, name="answer_class_dense_0")

@@ -430,8 +430,10 @@ def _block_kernel_casts(model, inputs, training):
 def test_shared_block_weights_are_cast_once_per_forward_at_inference(policy):
     """At inference each shared block's kernels are cast once per forward, not once per layer; in training
     once per layer (each layer's gradient then passes through its own cast into float32). The two give the
-    same outputs."""
-    config = _small_config(num_hidden_layers=4, num_hidden_groups=2, inner_group_num=2)
+    same outputs: head size 16 makes the attention scale 1/4, which gives the same values whether training folds
+    it into the query kernel or inference applies it to the scores."""
+    config = _small_config(num_hidden_layers=4, num_hidden_groups=2, inner_group_num=2, hidden_size=32,
+                           intermediate_size=64)
     model = _built(AlbertModel, config)
     inputs = {k: tf.constant(v) for k, v in _inputs().items() if k != "masked_lm_positions"}
     kernels_per_block = 6  # query, key, value, attention output, intermediate, output
