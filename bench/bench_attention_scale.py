@@ -71,10 +71,9 @@ def report(label, variants, batch, calls, unit):
     (fold, out_fold), (scores, out_scores) = variants["query kernel"], variants["scores"]
     diff = float(np.abs(np.asarray(tf.nest.flatten(out_fold)[0]) - np.asarray(tf.nest.flatten(out_scores)[0])).max())
     t_fold, t_scores = bench_model.alternate(fold, scores, batch, calls)
-    scale = 1000.0 if unit == "ms" else 1.0
-    print(f"{label}: scale in the query kernel {scale * t_fold:.{1 if unit == 'ms' else 3}f} {unit}, on the scores "
-          f"{scale * t_scores:.{1 if unit == 'ms' else 3}f} {unit}: scores / kernel x{t_scores / t_fold:.3f}; "
-          f"results within {diff:.2g}")
+    scale, digits = (1000.0, 1) if unit == "ms" else (1.0, 3)
+    print(f"{label}: scale in the query kernel {scale * t_fold:.{digits}f} {unit}, on the scores "
+          f"{scale * t_scores:.{digits}f} {unit}: scores / kernel x{t_scores / t_fold:.3f}; results within {diff:.2g}")
 
 
 def main(argv):
