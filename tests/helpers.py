@@ -3,6 +3,7 @@ and reading the weights of a checkpoint."""
 
 import ast
 import collections
+import importlib.util
 import os
 import subprocess
 import sys
@@ -61,6 +62,14 @@ def run_script(script, args, timeout=600, **env):
     """Runs a top-level script of the checkout with `args`; returns the `CompletedProcess` (text)."""
     return subprocess.run([sys.executable, os.path.join(REPO, script), *args], cwd=REPO, env=subprocess_env(**env),
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def bench_script(name):
+    """`bench/<name>.py` imported as a module (the benchmarks are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "bench", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def log_tail(result, chars=4000):

@@ -3,7 +3,6 @@
 own graph computes, counted op by op from the traced graph. And the README's tables of its runs are the stored
 runs (`bench/bench_model_runs.py`)."""
 
-import importlib.util
 import json
 import os
 
@@ -13,7 +12,7 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs, set_heads_only
-from tests.helpers import REPO
+from tests.helpers import REPO, bench_script
 
 CONFIG = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
                       intermediate_size=64, max_position_embeddings=32)
@@ -21,16 +20,9 @@ BATCH, SEQ, PREDS = 2, 16, 3
 BACKWARD = (" dX", " dW", " dA", " dB")
 
 
-def _bench_script(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "bench", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def bench_model():
-    return _bench_script("bench_model")
+    return bench_script("bench_model")
 
 
 def graph_matmul_flops(fn):
@@ -80,7 +72,7 @@ def test_inference_matmuls_and_forward_chain_are_the_encoders(bench_model):
 
 
 def test_readme_tables_are_the_stored_runs():
-    runs_module = _bench_script("bench_model_runs")
+    runs_module = bench_script("bench_model_runs")
     with open(runs_module.DEFAULT_RUNS, encoding="utf-8") as f:
         runs = json.load(f)["runs"]
     with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
@@ -93,7 +85,7 @@ def test_readme_tables_are_the_stored_runs():
 def test_run_tables_compare_like_with_like():
     """A bfloat16 side's "x keras-hub" only against keras-hub in bfloat16, never the float32 one; cells of a
     batch-1 run are milliseconds and multiples of the matmul-only time."""
-    runs_module = _bench_script("bench_model_runs")
+    runs_module = bench_script("bench_model_runs")
     figures = {"train/albert_tf/graph/b8": {"seconds": 3.0, "fraction_of_peak": 0.9, "keras_hub_ratio": 1.2},
                "train/albert_tf-bf16/graph/b8": {"seconds": 2.0, "fraction_of_peak": 1.35, "keras_hub_ratio": 1.8,
                                                  "float32_ratio": 1.5},
