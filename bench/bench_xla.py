@@ -183,31 +183,32 @@ def main(argv):
     model, have, _ = bench_model.cpu_description()
     print(f"{model} ({' '.join(have)}); base_v2, seq {FLAGS.seq_length}, training batch {FLAGS.train_batch_size}; "
           f"{FLAGS.rounds} rounds; load average before: {bench_model.load_average()}")
-    results = {v: [] for v in variants}
+    results, failed = {v: [] for v in variants}, {}
     for index in range(FLAGS.rounds):
         shift = index % len(variants)
         for variant in variants[shift:] + variants[:shift]:
-            if any("failed" in r for r in results[variant]):
+            if variant in failed:
                 continue
             figure = run_worker(variant)
-            results[variant].append(figure)
             if "failed" in figure:
+                if variant == "graph":
+                    raise SystemExit(f"graph mode failed: {figure['failed']}")
+                failed[variant] = figure["failed"]
                 print(f"  round {index + 1} {variant:16s}: failed ({figure['failed']}); not run again", flush=True)
                 continue
+            results[variant].append(figure)
             print(f"  round {index + 1} {variant:16s}: step {figure['step']:.3f} s, batch-1 call "
                   f"{1000 * figure['call']:.1f} ms, first step {figure['first_step']:.1f} s, "
                   f"{figure['modules']} XLA modules, library fusions: {describe_library(figure['library'])}",
                   flush=True)
-    if any("failed" in r for r in results["graph"]):
-        raise SystemExit(f"graph mode failed: {results['graph'][0]['failed']}")
     graph = {k: statistics.median(r[k] for r in results["graph"]) for k in ("step", "call")}
     print(f"medians over {FLAGS.rounds} rounds; x graph = graph mode's time over the variant's (above 1: faster); "
           f"differences from graph mode in the same round")
     for variant in variants:
-        rows = results[variant]
-        if any("failed" in r for r in rows):
-            print(f"{variant:16s}: failed ({rows[-1]['failed']})")
+        if variant in failed:
+            print(f"{variant:16s}: failed ({failed[variant]})")
             continue
+        rows = results[variant]
         median = {k: statistics.median(r[k] for r in rows) for k in ("step", "call", "first_step")}
         loss_gap = max(abs(a["loss"] - b["loss"]) for a, b in zip(rows, results["graph"]))
         output_gap = max(max(abs(x - y) for x, y in zip(a["output"], b["output"]))
