@@ -26,7 +26,7 @@ import shutil
 import socket
 import uuid
 
-from albert_tf.errors import AlbertError, RunError
+from albert_tf.errors import AlbertError, RunError, UsageError
 
 SIDECAR_SUFFIX = ".albert_tf"
 _STAGED = re.compile(r"^\.(?P<name>.+)\.partial-(?P<pid>\d+)-[0-9a-z_]{8}$")
@@ -185,6 +185,40 @@ def write_json(path, value, what=None):
 def write_results(path, results, what=None):
     """Writes `key = value` lines, sorted by key (the original's eval_results.txt format), atomically."""
     return write_text(path, "".join(f"{key} = {results[key]}\n" for key in sorted(results)), what)
+
+
+def _same_file(a, b):
+    if is_remote(a) or is_remote(b):
+        return str(a).rstrip("/") == str(b).rstrip("/")
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _inside(path, directory):
+    if is_remote(path) or is_remote(directory):
+        return str(path).startswith(str(directory).rstrip("/") + "/")
+    path, directory = os.path.realpath(path), os.path.realpath(directory)
+    return os.path.commonpath([path, directory]) == directory
+
+
+def refuse_inputs_as_outputs(outputs, inputs):
+    """Raises `UsageError` before anything is written when an output would replace one of the inputs.
+
+    `outputs` and `inputs` are `(what, path)` pairs, `what` naming the flag (e.g. "--output_file"). An output
+    that is a directory to be replaced whole is given as `(what, path, True)`: then an input inside it is refused
+    too. Paths are compared after resolving links (hard links too, for files that exist).
+    """
+    for output in outputs:
+        out_what, out_path, whole_dir = (*output, False)[:3]
+        if not out_path:
+            continue
+        for in_what, in_path in inputs:
+            if not in_path:
+                continue
+            if _same_file(out_path, in_path) or (whole_dir and _inside(in_path, out_path)):
+                raise UsageError(f"{out_what} {out_path} would overwrite the input {in_what} {in_path}; write the "
+                                 "output elsewhere")
 
 
 def file_sha256(path):

@@ -3,8 +3,11 @@ and reading the weights of a checkpoint."""
 
 import ast
 import collections
+import contextlib
+import hashlib
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -62,6 +65,78 @@ def run_script(script, args, timeout=600, **env):
     """Runs a top-level script of the checkout with `args`; returns the `CompletedProcess` (text)."""
     return subprocess.run([sys.executable, os.path.join(REPO, script), *args], cwd=REPO, env=subprocess_env(**env),
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+# What TensorFlow and absl write to stderr on their own (not a message of the script's).
+_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages|To enable the following instructions|"
+                       r"\s*$)")
+
+
+def error_lines(stderr):
+    """The lines of `stderr` that are not TensorFlow's or absl's log lines."""
+    return [line for line in stderr.splitlines() if not _LOG_LINE.match(line)]
+
+
+def assert_one_line_error(result, *names, status=(1, 2)):
+    """`result` (a script's `CompletedProcess`) failed as a user should see it: exit status in `status`, no
+    traceback, and exactly one line on stderr of the form `<script>: error: ...` that names each of `names`."""
+    tail = log_tail(result)
+    assert result.returncode in ((status,) if isinstance(status, int) else status), tail
+    assert "Traceback" not in result.stderr, tail
+    lines = error_lines(result.stderr)
+    assert len(lines) == 1 and ": error: " in lines[0], tail
+    for name in names:
+        assert str(name) in lines[0], (name, lines[0])
+    return lines[0]
+
+
+def tree_snapshot(*roots):
+    """{path: sha256} of every file under `roots` (hidden ones included), and {dir: None} for every directory:
+    what a run must leave unchanged."""
+    snapshot = {}
+    for root in map(str, roots):
+        if os.path.isfile(root):
+            with open(root, "rb") as f:
+                snapshot[root] = hashlib.sha256(f.read()).hexdigest()
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            snapshot[dirpath] = None
+            for name in filenames:
+                path = os.path.join(dirpath, name)
+                with open(path, "rb") as f:
+                    snapshot[path] = hashlib.sha256(f.read()).hexdigest()
+    return snapshot
+
+
+def leftovers(root):
+    """Paths under `root` that only a failed or killed write leaves: staging directories (`.albert_tf`),
+    partial files and TF's `_temp` checkpoint directories."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(str(root)):
+        for name in dirnames + filenames:
+            if name == ".albert_tf" or ".partial-" in name or re.search(r"_temp(_[0-9a-f]+)?$", name):
+                found.append(os.path.join(dirpath, name))
+    return found
+
+
+@contextlib.contextmanager
+def tmpfs(path, size="1m", read_only=False):
+    """A tmpfs of `size` mounted at `path` (created), unmounted afterwards: a separate filesystem (a mount
+    point, as a Docker volume is), a full disk, or with `read_only` one that even root cannot write. Skips the
+    test where mounting is not allowed (CI runs as root, where it is)."""
+    import pytest  # pylint: disable=import-outside-toplevel
+
+    os.makedirs(path, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        if read_only:
+            subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True)
+        yield str(path)
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def bench_script(name):
