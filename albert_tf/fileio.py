@@ -2,14 +2,19 @@
 
 Three rules every script follows through this module:
 
-* An output appears complete or not at all. It is written under a temporary name in a hidden *sidecar*
-  directory beside its directory (`<parent>/.<dirname>.albert_tf/`), then renamed into place, so a killed run
-  leaves nothing inside the directory a user named, and nothing that a glob such as `dir/*` would pick up.
+* An output appears complete or not at all. It is written under a temporary name in the hidden staging folder
+  `.albert_tf/` *inside the folder it is written to*, then renamed into place. Staging and output are thus on one
+  filesystem, so the rename works when the output folder is a mount point of its own (a Docker volume, a mounted
+  disk); a killed run leaves nothing that a glob of the outputs (`dir/*.tfrecord`, `dir/ckpt-*`) picks up. A
+  directory that already exists and is replaced (an export with `--overwrite`) is replaced through its own
+  staging folder when it is a mount point or its parent cannot be written.
 * A directory belongs to one run at a time (`DirectoryLock`): a second process is refused at once, naming the
-  directory and the holder's pid; the lock is an OS file lock on a file in the sidecar, released by the kernel
-  when its holder dies, so a lock left by a killed run is taken over safely (the file is removed when a run ends).
-* Nothing a user owns is deleted: only this module's own temporary files (and TF's `ckpt-N_temp` directories,
-  see `remove_stale_checkpoint_temps`) are ever removed.
+  directory and the holder's pid; the lock is an OS file lock on `<directory>/.albert_tf/lock`, released by the
+  kernel when its holder dies, so a lock left by a killed run is taken over safely (the file is removed when a
+  run ends, and a directory the lock had to create is removed again if the run left it empty).
+* Nothing a user owns is deleted or replaced: only this module's own temporaries (and TF's `ckpt-N_temp`
+  directories, see `remove_stale_checkpoint_temps`) are ever removed, and `refuse_inputs_as_outputs` stops a run
+  whose output is one of its inputs before anything is written.
 
 Local paths and remote ones (`gs://...`, through `tf.io.gfile`) both work; locks are local-only.
 """
@@ -28,7 +33,7 @@ import uuid
 
 from albert_tf.errors import AlbertError, RunError, UsageError
 
-SIDECAR_SUFFIX = ".albert_tf"
+STAGING_NAME = ".albert_tf"
 _STAGED = re.compile(r"^\.(?P<name>.+)\.partial-(?P<pid>\d+)-[0-9a-z_]{8}$")
 
 
@@ -67,31 +72,30 @@ def _split(path):
 
 
 def sidecar_dir(directory):
-    """The hidden directory beside `directory` holding its lock and partial outputs (inside a bucket's root,
-    which has nothing beside it)."""
-    if is_remote(directory) and "/" not in str(directory).split("://", 1)[1].strip("/"):
-        return f"{str(directory).rstrip('/')}/{SIDECAR_SUFFIX.lstrip('.')}-sidecar"
-    parent, name = _split(directory)
-    join = posixpath.join if is_remote(directory) else os.path.join
-    return join(parent, f".{name}{SIDECAR_SUFFIX}")
+    """The hidden staging folder inside `directory`: its lock and the partial outputs written into it."""
+    directory = str(directory)
+    if is_remote(directory):
+        return f"{directory.rstrip('/')}/{STAGING_NAME}"
+    return os.path.join(os.path.abspath(directory), STAGING_NAME)
 
 
-def _staging_name(path):
-    parent, name = _split(path)
+def _staging_name(path, inside=False):
+    """A fresh temporary name for `path`, in the staging folder of its directory (with `inside`, of `path`
+    itself: for a directory replaced where it stands)."""
+    parent, name = (str(path), "new") if inside else _split(path)
     sidecar = sidecar_dir(parent)
-    if is_remote(path):
-        _gfile().makedirs(sidecar)
-        return posixpath.join(sidecar, f".{name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    os.makedirs(sidecar, exist_ok=True)
-    return os.path.join(sidecar, f".{name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    _makedirs(sidecar)
+    join = posixpath.join if is_remote(path) else os.path.join
+    return join(sidecar, f".{name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
-def staging_path(path, directory=False):
-    """A fresh temporary file (or, with `directory`, directory) for `path`, created empty in the sidecar of its
-    directory. Another run that just emptied the sidecar may remove it at any moment (see `_remove_empty_sidecar`):
-    creation is retried until the temporary exists, which keeps the sidecar."""
+def staging_path(path, directory=False, inside=False):
+    """A fresh temporary file (or, with `directory`, directory) for `path`, created empty in the staging folder
+    of its directory (with `inside`, of the directory `path` itself). Another writer that just emptied the staging
+    folder may remove it at any moment (see `_remove_empty_sidecar`): creation is retried until the temporary
+    exists, which keeps the folder."""
     while True:
-        tmp = _staging_name(path)
+        tmp = _staging_name(path, inside)
         try:
             if is_remote(path):
                 if directory:
@@ -109,9 +113,13 @@ def staging_path(path, directory=False):
 
 
 def _describe(err):
+    """What went wrong, without the path (TensorFlow's file errors read `<path>; <reason>`): the caller names the
+    output, never a temporary."""
     if isinstance(err, OSError):
         return err.strerror or str(err)
-    return getattr(err, "message", None) or str(err)
+    text = getattr(err, "message", None) or str(err)
+    head, sep, reason = text.partition("; ")
+    return reason if sep and (head.startswith(("/", ".")) or "://" in head) else text
 
 
 def _remove_quietly(path):
@@ -130,36 +138,79 @@ def _remove_empty_sidecar(path):
             os.rmdir(os.path.dirname(path))
 
 
+_writing = set()  # temporaries this process is writing outputs into (`atomic_path`)
+
+
+def _within_writing(path):
+    """Whether `path` is inside a temporary of an `atomic_path` still open: that one publishes it, whole."""
+    path = str(path) if is_remote(path) else os.path.abspath(path)
+    return any(path == tmp or path.startswith(tmp.rstrip("/") + ("/" if is_remote(tmp) else os.sep))
+               for tmp in _writing)
+
+
+def _replace_in_place(path):
+    """Whether the existing directory `path` must be replaced through its own staging folder: it is a mount
+    point (renaming it is impossible), or its parent cannot be written."""
+    return not is_remote(path) and (os.path.ismount(path) or not os.access(_split(path)[0], os.W_OK))
+
+
+def _entries(directory):
+    return [name.rstrip("/") for name in _gfile().listdir(directory) if name.rstrip("/") != STAGING_NAME]
+
+
+def _check_target(path, what, directory, replace_directory_ok):
+    """Refuses, before any work, a target of the wrong kind or a non-empty directory not to be replaced."""
+    if not _gfile().exists(path):
+        return
+    if _gfile().isdir(path) != directory:
+        raise OutputError(f"cannot write {what}: it is {'a file' if directory else 'a directory'}")
+    if directory and not replace_directory_ok and _entries(path):
+        raise OutputError(f"cannot write {what}: it exists already")
+
+
 @contextlib.contextmanager
 def atomic_path(path, what=None, directory=False, replace_directory_ok=False):
     """Yields a temporary path (an empty file, or with `directory` an empty directory) to write `path` through;
-    renames it into place when the block succeeds.
+    moves it into place when the block succeeds.
 
-    A directory written there replaces an existing `path` only with `replace_directory_ok`.
+    A directory written there replaces an existing, non-empty `path` only with `replace_directory_ok`; an empty
+    one (an empty mount point, say) is always filled. Inside another `atomic_path`'s temporary, `path` itself is
+    yielded: the outer one publishes everything at once.
 
     On failure (or Ctrl-C / SIGTERM) the temporary is removed and `path` is left as it was. An OS error is
     re-raised as `OutputError` naming `path` (or `what`, e.g. "--output_file /x/y"), not the temporary.
     """
+    what = what or path
     try:
-        _gfile().makedirs(_split(path)[0])
-        tmp = staging_path(path, directory)
+        _check_target(path, what, directory, replace_directory_ok)
+        if _within_writing(path):
+            if directory:
+                _gfile().makedirs(path)
+            else:
+                _makedirs(_split(path)[0])
+            yield path
+            return
+        inside = directory and _gfile().exists(path) and _replace_in_place(path)
+        if not inside:
+            _gfile().makedirs(_split(path)[0])
+        tmp = staging_path(path, directory, inside)
     except (OSError, _tf().errors.OpError) as err:
-        raise OutputError(f"cannot write {what or path}: {_describe(err)}") from None
+        raise OutputError(f"cannot write {what}: {_describe(err)}") from None
+    _writing.add(tmp)
     try:
         yield tmp
-        if _gfile().isdir(tmp) and _gfile().exists(path):
-            if not replace_directory_ok:
-                raise OutputError(f"cannot write {what or path}: it exists already")
-            replace_directory(tmp, path)
+        if directory and _gfile().exists(path):
+            (_move_entries if inside else replace_directory)(tmp, path)
         else:
             _gfile().rename(tmp, path, overwrite=True)
     except (OSError, _tf().errors.OpError) as err:
         _remove_quietly(tmp)
-        raise OutputError(f"cannot write {what or path}: {_describe(err)}") from None
+        raise OutputError(f"cannot write {what}: {_describe(err)}") from None
     except BaseException:
         _remove_quietly(tmp)
         raise
     finally:
+        _writing.discard(tmp)
         _remove_empty_sidecar(tmp)
 
 
@@ -288,10 +339,13 @@ class DirectoryLock:
         self.directory = str(directory)
         self.what = what
         self._key = None
+        self._created = False
 
     def acquire(self):
         if is_remote(self.directory):
             return self
+        if os.path.exists(self.directory) and not os.path.isdir(self.directory):
+            raise OutputError(f"{self.what} {self.directory} is a file, not a directory")
         key = os.path.join(sidecar_dir(self.directory), "lock")
         if key in DirectoryLock._held:
             DirectoryLock._held[key][1] += 1
@@ -309,12 +363,13 @@ class DirectoryLock:
         handle.truncate()
         handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
         handle.flush()
-        DirectoryLock._held[key] = [handle, 1]
+        DirectoryLock._held[key] = [handle, 1, self._created]
         self._key = key
         return self
 
     def _lock_file(self, key):
         try:
+            self._created = self._created or not os.path.exists(self.directory)
             os.makedirs(os.path.dirname(key), exist_ok=True)
             handle = open(key, "a+", encoding="utf-8")  # pylint: disable=consider-using-with
         except OSError as err:
@@ -332,7 +387,8 @@ class DirectoryLock:
         return handle
 
     def release(self):
-        """Unlocks; the last release removes the lock file (and the sidecar, when empty) while still holding it."""
+        """Unlocks; the last release removes the lock file (and the staging folder, when empty) while still holding
+        it, and the directory itself when the lock created it and nothing was written there."""
         if self._key is None:
             return
         entry = DirectoryLock._held[self._key]
@@ -346,6 +402,9 @@ class DirectoryLock:
             handle.close()
             with contextlib.suppress(OSError):
                 os.rmdir(os.path.dirname(self._key))
+            if entry[2]:
+                with contextlib.suppress(OSError):
+                    os.rmdir(self.directory)
         self._key = None
 
     def __enter__(self):
@@ -357,13 +416,28 @@ class DirectoryLock:
 
 def replace_directory(source, target):
     """Moves the finished directory `source` to `target`, replacing this program's earlier `target` (moved
-    into the sidecar first, then removed), so `target` is always either the old or the new one."""
+    into the staging folder first, then removed), so `target` is always either the old or the new one."""
     if not _gfile().exists(target):
         _gfile().rename(source, target)
         return target
     old = _staging_name(target)
     _gfile().rename(target, old)
     _gfile().rename(source, target)
+    _remove_quietly(old)
+    _remove_empty_sidecar(old)
+    return target
+
+
+def _move_entries(source, target):
+    """Replaces the contents of the directory `target` (a mount point, or in a folder this process cannot write)
+    with those of `source`, a temporary in `target`'s own staging folder: the old entries are moved aside, the
+    new ones moved in (folders first, so a SavedModel's `saved_model.pb` arrives last), the old removed."""
+    old = staging_path(target, directory=True, inside=True)
+    for name in _entries(target):
+        _gfile().rename(os.path.join(target, name), os.path.join(old, name))
+    for name in sorted(_entries(source), key=lambda n: not _gfile().isdir(os.path.join(source, n))):
+        _gfile().rename(os.path.join(source, name), os.path.join(target, name))
+    _remove_quietly(source)
     _remove_quietly(old)
     _remove_empty_sidecar(old)
     return target

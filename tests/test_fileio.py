@@ -1,6 +1,7 @@
 """`albert_tf.fileio`: outputs appear complete or not at all and never inside the user's directory while being
 written; one process per directory, a killed holder's lock taken over; only this program's temporaries removed."""
 
+import glob
 import os
 import signal
 import subprocess
@@ -13,7 +14,7 @@ import tensorflow as tf
 
 from albert_tf import fileio
 from albert_tf.errors import RunError
-from tests.helpers import subprocess_env
+from tests.helpers import leftovers, subprocess_env, tmpfs
 
 
 def test_atomic_write_publishes_complete_files_only(tmp_path):
@@ -21,8 +22,8 @@ def test_atomic_write_publishes_complete_files_only(tmp_path):
     path = str(out / "results.txt")
     with fileio.atomic_write(path) as f:
         f.write("half")
-        # while it is written, nothing is in the directory a user globs
-        assert tf.io.gfile.glob(str(out / "*")) == []
+        # while it is written, nothing is in the directory a user globs: the staging folder is hidden
+        assert glob.glob(str(out / "*")) == [] and tf.io.gfile.glob(str(out / "*.txt")) == []
     assert open(path).read() == "half"
     with pytest.raises(ZeroDivisionError):
         with fileio.atomic_write(path) as f:
@@ -41,20 +42,100 @@ def test_write_results_and_json(tmp_path):
 
 
 def test_unwritable_output_names_the_output_not_a_temporary(tmp_path):
-    locked = tmp_path / "readonly"
-    locked.mkdir()
-    os.chmod(locked, 0o500)
-    sidecar = tmp_path / ".readonly.albert_tf"
-    os.chmod(tmp_path, 0o500)
-    try:
-        if os.access(str(tmp_path), os.W_OK):
-            pytest.skip("running as a user who can write read-only directories")
-        with pytest.raises(fileio.OutputError, match=r"cannot write --output_file .*readonly/x.txt: Permission denied"):
-            fileio.write_text(str(locked / "x.txt"), "x", what=f"--output_file {locked / 'x.txt'}")
-    finally:
-        os.chmod(tmp_path, 0o700)
-        os.chmod(locked, 0o700)
-    assert not sidecar.exists() and os.listdir(locked) == []
+    with tmpfs(tmp_path / "readonly", read_only=True) as locked:  # root cannot write it either
+        target = os.path.join(locked, "x.txt")
+        with pytest.raises(fileio.OutputError, match=rf"cannot write --output_file {target}: Read-only file system"):
+            fileio.write_text(target, "x", what=f"--output_file {target}")
+        assert os.listdir(locked) == []
+
+
+def test_a_full_disk_names_the_output_and_leaves_nothing(tmp_path):
+    with tmpfs(tmp_path / "small", size="64k") as small:
+        target = os.path.join(small, "x.bin")
+        fileio.write_text(os.path.join(small, "keep.txt"), "kept")
+        with pytest.raises(fileio.OutputError, match=rf"cannot write --output_file {target}: No space left"):
+            with fileio.atomic_write(target, "wb", what=f"--output_file {target}") as f:
+                f.write(b"x" * (1 << 20))
+        assert os.listdir(small) == ["keep.txt"] and open(os.path.join(small, "keep.txt")).read() == "kept"
+
+
+def test_outputs_on_a_mount_point_of_their_own(tmp_path):
+    """The output folder is a filesystem of its own (a Docker volume): files and directories are staged in it
+    and renamed into place, its lock lives in it, and nothing is written beside it."""
+    with tmpfs(tmp_path / "volume") as volume:
+        fileio.write_text(os.path.join(volume, "results.txt"), "r")
+        with fileio.DirectoryLock(volume, "--output_dir"):
+            with fileio.atomic_path(os.path.join(volume, "export"), directory=True) as tmp:
+                open(os.path.join(tmp, "saved_model.pb"), "w").close()
+        # the volume itself replaced as a directory output (an export with --overwrite)
+        with fileio.atomic_path(volume, directory=True, replace_directory_ok=True) as tmp:
+            open(os.path.join(tmp, "new.pb"), "w").close()
+        assert os.listdir(volume) == ["new.pb"]
+        with fileio.atomic_path(os.path.join(volume, "sub"), directory=True) as tmp:
+            pass
+        assert sorted(os.listdir(volume)) == ["new.pb", "sub"]
+    assert sorted(os.listdir(tmp_path)) == ["volume"] and leftovers(tmp_path) == []
+
+
+def test_outputs_in_a_folder_whose_parent_is_read_only(tmp_path):
+    """Only the output folder needs to be writable, not its parent: files, locks and a replaced directory."""
+    with tmpfs(tmp_path / "ro") as parent:
+        os.mkdir(os.path.join(parent, "out"))
+        with tmpfs(os.path.join(parent, "out")) as out:
+            subprocess.run(["mount", "-o", "remount,ro", parent], check=True)
+            with fileio.DirectoryLock(out, "--output_dir"):
+                fileio.write_text(os.path.join(out, "a.txt"), "a")
+            os.mkdir(os.path.join(out, "old"))
+            with fileio.atomic_path(out, directory=True, replace_directory_ok=True) as tmp:
+                open(os.path.join(tmp, "b.txt"), "w").close()
+            assert os.listdir(out) == ["b.txt"]
+
+
+def test_a_file_where_a_directory_output_goes_and_the_reverse(tmp_path):
+    (tmp_path / "f").write_text("mine")
+    (tmp_path / "d").mkdir()
+    with pytest.raises(fileio.OutputError, match=r"cannot write --export_dir .*/f: it is a file"):
+        with fileio.atomic_path(str(tmp_path / "f"), "--export_dir " + str(tmp_path / "f"), directory=True):
+            pytest.fail("no work may start")
+    with pytest.raises(fileio.OutputError, match=r"cannot write --output_file .*/d: it is a directory"):
+        fileio.write_text(str(tmp_path / "d"), "x", what="--output_file " + str(tmp_path / "d"))
+    with pytest.raises(fileio.OutputError, match=r"--output_dir .*/f is a file, not a directory"):
+        fileio.DirectoryLock(str(tmp_path / "f"), "--output_dir").acquire()
+    assert (tmp_path / "f").read_text() == "mine" and os.listdir(tmp_path / "d") == []
+    assert leftovers(tmp_path) == []
+
+
+def test_a_lock_leaves_no_directory_it_created_for_nothing(tmp_path):
+    with fileio.DirectoryLock(str(tmp_path / "new"), "--output_dir"):
+        assert os.path.isdir(tmp_path / "new")
+    assert not os.path.exists(tmp_path / "new")
+    with fileio.DirectoryLock(str(tmp_path / "used"), "--output_dir"):
+        fileio.write_text(str(tmp_path / "used" / "x.txt"), "x")
+    assert os.listdir(tmp_path / "used") == ["x.txt"]
+
+
+def test_nested_atomic_writes_are_published_by_the_outer_one(tmp_path):
+    target = str(tmp_path / "export")
+    with fileio.atomic_path(target, directory=True) as tmp:
+        fileio.write_text(os.path.join(tmp, "inner", "a.txt"), "a")
+        assert os.path.exists(os.path.join(tmp, "inner", "a.txt")) and not os.path.exists(target)
+    assert open(os.path.join(target, "inner", "a.txt")).read() == "a"
+
+
+def test_inputs_are_never_outputs(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("text")
+    os.link(corpus, tmp_path / "hard.txt")
+    os.symlink(corpus, tmp_path / "soft.txt")
+    for spelled in (str(corpus), str(tmp_path / "." / "c.txt"), str(tmp_path / "hard.txt"),
+                    str(tmp_path / "soft.txt")):
+        with pytest.raises(fileio.UsageError, match=rf"--output_file {spelled} would overwrite the input "
+                                                    rf"--input_file {corpus}"):
+            fileio.refuse_inputs_as_outputs([("--output_file", spelled)], [("--input_file", str(corpus))])
+    with pytest.raises(fileio.UsageError, match="--export_dir"):
+        fileio.refuse_inputs_as_outputs([("--export_dir", str(tmp_path), True)], [("--init_checkpoint", str(corpus))])
+    fileio.refuse_inputs_as_outputs([("--output_file", str(tmp_path / "out.txt"))], [("--input_file", str(corpus))])
+    fileio.refuse_inputs_as_outputs([("--export_dir", str(tmp_path / "e"), True)], [("--input_file", str(corpus))])
 
 
 def test_an_output_under_a_file_names_the_output(tmp_path):
