@@ -53,19 +53,26 @@ Bounded memory
   output files as in the original.
 
 Parallelism and output
-  Worker processes (fork) each turn whole shards into finished TFRecord frames in a temporary file (in the sidecar
-  of the first output's directory); the parent appends them to the outputs in shard order, round-robin, copying
-  bytes only (no serialization, no checksums). Outputs are written under a hidden
-  temporary name and renamed only when the run succeeds; on any error or interrupt the temporary files are removed.
-  The in-process path (one worker) lets SentencePiece use its own threads for batch encoding.
+  Worker processes (fork) each turn whole shards into finished TFRecord frames in a temporary file (in the staging
+  folder of the first output's directory, `fileio.sidecar_dir`, so on the outputs' disk); the parent appends them
+  to the outputs in shard order, round-robin, copying bytes only (no serialization, no checksums). Outputs are
+  written under a hidden temporary name (`fileio.staging_path`) and renamed only when the run succeeds; on any
+  error or interrupt the temporary files, and the directories the run made for its outputs, are removed. Workers
+  do not inherit the parent's SIGTERM/SIGINT handlers: SIGTERM (the pool's `terminate()`) ends them quietly, and
+  Ctrl-C is left to the parent, which stops the pool. The in-process path (one worker) lets SentencePiece use its
+  own threads for batch encoding.
 
 Checks
-  Bad input raises `PretrainingDataError` (a ValueError) before anything is written: no file matched, an empty,
-  whitespace-only or binary file (NUL or many control bytes in its first 64 KiB), `max_seq_length` < 5,
-  `max_predictions_per_seq` above the `max_seq_length - 3` maskable tokens, probabilities outside [0, 1]; a missing
-  or unreadable tokenizer file raises `tokenization.TokenizerError`. A run that yields no instance at all fails
-  too. `max_predictions_per_seq` above `round(max_seq_length * masked_lm_prob)` (e.g. the common 128/20/0.15) only
-  logs a warning: those slots are always padding, as in the original.
+  Bad input raises `PretrainingDataError` (a ValueError) before anything is written: no file matched, a directory
+  given as an input, an unreadable, empty, whitespace-only or binary file (NUL or many control bytes in its first
+  64 KiB), `max_seq_length` < 5, `max_predictions_per_seq` above the `max_seq_length - 3` maskable tokens,
+  probabilities outside [0, 1]; a missing or unreadable tokenizer file raises `tokenization.TokenizerError`. A run
+  that yields no instance at all fails too. `max_predictions_per_seq` above `round(max_seq_length *
+  masked_lm_prob)` (e.g. the common 128/20/0.15) only logs a warning: those slots are always padding, as in the
+  original. An output that is one of the inputs (or the tokenizer file), however spelled (a link, a relative
+  path), raises `errors.UsageError` before anything is written; an output that is a directory, or under a file,
+  raises `fileio.OutputError` before the work starts, and an OS error while writing (a full disk, in the outputs
+  or the workers' temporary files) raises it naming the output, with nothing partial left.
 
 No TensorFlow for local files
   Records are serialized by a small numpy protobuf encoder (`encode_examples`) rather than `tf.train.Example`; the
@@ -84,6 +91,7 @@ Speed
 """
 
 import bisect
+import contextlib
 import dataclasses
 import glob
 import hashlib
@@ -92,6 +100,8 @@ import logging
 import os
 import random
 import shutil
+import signal
+import sys
 import tempfile
 import time
 import unicodedata
@@ -294,10 +304,12 @@ def _is_remote(path):
     return "://" in path
 
 
-def expand_input_patterns(patterns):
+def expand_input_patterns(patterns, what="input"):
     """Files matching comma-separated glob patterns (str) or a list of patterns, sorted per pattern, de-duplicated.
 
-    Raises `PretrainingDataError` when nothing matches at all.
+    Raises `PretrainingDataError` when nothing matches at all, or when a pattern without wildcards names a
+    directory (`what`, e.g. "--input_file", names it in the message). A glob's matches that are not files are
+    skipped.
     """
     if isinstance(patterns, str):
         patterns = patterns.split(",")
@@ -309,6 +321,10 @@ def expand_input_patterns(patterns):
 
             matches = sorted(tf.io.gfile.glob(pattern))
         else:
+            if not glob.has_magic(pattern) and os.path.isdir(os.path.expanduser(pattern)):
+                raise PretrainingDataError(
+                    f"{what} {pattern} is a directory; give text files, or a glob such as "
+                    f"{os.path.join(pattern, '*.txt')}")
             matches = sorted(p for p in glob.glob(os.path.expanduser(pattern)) if os.path.isfile(p))
         if not matches:
             logger.warning("input pattern %r matched no files", pattern)
@@ -319,6 +335,15 @@ def expand_input_patterns(patterns):
     if not files:
         raise PretrainingDataError(f"no input files matched {','.join(patterns) or '(empty input_file)'!r}")
     return files
+
+
+@contextlib.contextmanager
+def _reading(path):
+    """Turns an OS error while reading the input file `path` into a `PretrainingDataError` naming it."""
+    try:
+        yield
+    except OSError as err:
+        raise PretrainingDataError(f"cannot read input file {path!r}: {err.strerror or err}") from None
 
 
 def _open_binary(path):
@@ -378,8 +403,8 @@ def plan_shards(files, shard_size_mb=DEFAULT_SHARD_SIZE_MB):
     shard_bytes = max(1, int(shard_size_mb * 1e6))
     shards = []
     for file_index, path in enumerate(files):
-        size = _file_size(path)
-        with _open_binary(path) as f:
+        with _reading(path), _open_binary(path) as f:
+            size = _file_size(path)
             check_input_file(path, f.read(_SNIFF_BYTES))
             cuts = [0]
             while size - cuts[-1] > shard_bytes:
@@ -540,7 +565,7 @@ class ShardDocuments:
 
 def read_shard_documents(shard, tables):
     """Reads, normalises and tokenizes one `InputShard` into `ShardDocuments`."""
-    with _open_binary(shard.path) as f:
+    with _reading(shard.path), _open_binary(shard.path) as f:
         f.seek(shard.start)
         data = f.read(shard.end - shard.start)
     tokens, lengths = tables.lines_to_ids(data.decode("utf-8", "ignore"))
@@ -1115,38 +1140,100 @@ def _record_writer(path):
     return _RemoteRecordWriter(path) if _is_remote(path) else tfrecord_writer.LocalRecordWriter(path)
 
 
+def _output_errors():
+    """The exceptions an output write can fail with: OS errors, and TensorFlow's when it is loaded (remote)."""
+    tf = sys.modules.get("tensorflow")
+    op_error = getattr(getattr(tf, "errors", None), "OpError", None)
+    return (OSError, op_error) if isinstance(op_error, type) else (OSError,)
+
+
+def _strerror(err):
+    if isinstance(err, OSError):
+        return err.strerror or str(err)
+    return getattr(err, "message", None) or str(err)
+
+
 class AtomicRecordWriters:
     """TFRecord writers over several files, round-robin, that appear under their names only on `commit()`.
 
-    Each file is written under a temporary name in the sidecar beside its directory (`fileio.staging_path`), so a
-    killed run leaves nothing that a glob over the output directory matches; `commit()` closes and renames them,
-    `abort()` closes and deletes them. Used as a context manager, an exception aborts.
+    Each file is written under a temporary name in its directory's staging folder (`fileio.staging_path`), so a
+    killed run leaves nothing that a glob over the outputs matches; `commit()` closes and renames them, `abort()`
+    closes and deletes them (and the directories this object created). Used as a context manager, an exception
+    aborts. An output path that is a directory, or whose parent is a file, is refused at once; an OS error while
+    writing (a full disk) is raised as `fileio.OutputError` naming the output, as `what` (e.g. "--output_file")
+    and its path, with every temporary removed.
     """
 
-    def __init__(self, paths):
+    def __init__(self, paths, what="output"):
         if not paths:
             raise PretrainingDataError("no output files given")
-        if len(set(paths)) != len(paths):
+        if len({p if _is_remote(p) else os.path.realpath(p) for p in paths}) != len(paths):
             raise PretrainingDataError(f"output files repeat a name: {paths}")
         self.paths = list(paths)
+        self.what = what
         self.temp_paths = []
         self.counts = [0] * len(self.paths)
         self._writers = []
         self._next = 0
+        self._created_dirs = []  # local directories this object made (deepest last), removed again on abort
         try:
             for path in self.paths:
-                parent = os.path.dirname(path)
-                if parent and not _exists(parent):
-                    _makedirs(parent)
-                fileio.remove_stale_partials(parent or ".")
-                self.temp_paths.append(fileio.staging_path(path))
-                self._writers.append(_record_writer(self.temp_paths[-1]))
-        except Exception:
+                self._check_target(path)
+            for path in self.paths:
+                with self.writing(path):
+                    parent = os.path.dirname(path)
+                    self._makedirs(parent)
+                    if not _is_remote(path):
+                        fileio.remove_stale_partials(parent or ".")
+                    self.temp_paths.append(fileio.staging_path(path))
+                    self._writers.append(_record_writer(self.temp_paths[-1]))
+        except BaseException:
             self.abort()
             raise
 
+    def error(self, path, message):
+        return fileio.OutputError(f"cannot write {self.what} {path}: {message}")
+
+    @contextlib.contextmanager
+    def writing(self, path):
+        """Re-raises an OS error (or TensorFlow's, remote) as `OutputError` naming `path`."""
+        try:
+            yield
+        except _output_errors() as err:
+            raise self.error(path, _strerror(err)) from None
+
+    def _check_target(self, path):
+        if _is_remote(path):
+            return
+        if os.path.isdir(path):
+            raise self.error(path, "it is a directory")
+        parent = os.path.dirname(os.path.abspath(path))
+        while parent and not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if parent and not os.path.isdir(parent):
+            raise self.error(path, f"{parent} is not a directory")
+
+    def _makedirs(self, parent):
+        if not parent or _exists(parent):
+            return
+        if _is_remote(parent):
+            _makedirs(parent)
+            return
+        missing = []
+        directory = os.path.abspath(parent)
+        while not os.path.exists(directory):
+            missing.append(directory)
+            directory = os.path.dirname(directory)
+        for directory in reversed(missing):
+            try:
+                os.mkdir(directory)
+            except FileExistsError:
+                continue
+            self._created_dirs.append(directory)
+
     def write(self, record):
-        self._writers[self._next].write(record)
+        with self.writing(self.paths[self._next]):
+            self._writers[self._next].write(record)
         self.counts[self._next] += 1
         self._next = (self._next + 1) % len(self._writers)
 
@@ -1155,20 +1242,30 @@ class AtomicRecordWriters:
         output the file is copied whole; with several, frame by frame (their checksums are not recomputed)."""
         k = len(self._writers)
         if k == 1:
-            self._writers[0].append_file(path)
+            with self.writing(self.paths[0]):
+                self._writers[0].append_file(path)
         else:
             for i, frame in enumerate(tfrecord_writer.read_frames(path)):
-                self._writers[(self._next + i) % k].write_frame(frame)
+                index = (self._next + i) % k
+                with self.writing(self.paths[index]):
+                    self._writers[index].write_frame(frame)
         for r in range(min(k, count)):
             self.counts[(self._next + r) % k] += (count - r + k - 1) // k
         self._next = (self._next + count) % k
 
     def commit(self):
-        for writer in self._writers:
-            writer.close()
-        self._writers = []
-        for temp, path in zip(self.temp_paths, self.paths):
-            _rename(temp, path)
+        try:
+            writers, self._writers = self._writers, []
+            for writer, path in zip(writers, self.paths):
+                with self.writing(path):
+                    writer.close()
+            for temp, path in zip(self.temp_paths, self.paths):
+                with self.writing(path):
+                    _rename(temp, path)
+        except BaseException:
+            self._writers = writers
+            self.abort()
+            raise
         self._remove_sidecars()
 
     def abort(self):
@@ -1185,9 +1282,17 @@ class AtomicRecordWriters:
             except Exception:  # pylint: disable=broad-except
                 logger.warning("could not remove temporary file %s", temp)
         self._remove_sidecars()
+        for directory in reversed(self._created_dirs):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass
+        self._created_dirs = []
 
     def _remove_sidecars(self):
         for temp in self.temp_paths:
+            if _is_remote(temp):
+                continue
             try:
                 os.rmdir(os.path.dirname(temp))
             except OSError:
@@ -1208,9 +1313,33 @@ class AtomicRecordWriters:
 # Worker processes
 
 _WORKER = {}
+# What stops a run. The scripts turn SIGTERM into KeyboardInterrupt in the parent (`albert_tf.cli`); a worker must
+# not inherit that: the pool's `terminate()` stops workers with SIGTERM, which must end them quietly (not with a
+# KeyboardInterrupt traceback each), and Ctrl-C is for the parent, which then stops the pool. The signals are
+# blocked while the pool forks and unblocked by each worker once its own handlers are set.
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _block_stop_signals():
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+
+
+def _restore_signals(mask):
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+class _WorkerWriteError(Exception):
+    """A worker could not write its temporary file; the message is the OS's reason (the parent names the output)."""
 
 
 def _worker_init(tokenizer_args, config, temp_dir):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     if _WORKER.get("tokenizer_args") != tokenizer_args:  # not inherited through fork: build it here
         _WORKER["tables"] = TokenTables(tokenization.FullTokenizer(**tokenizer_args))
         _WORKER["tokenizer_args"] = tokenizer_args
@@ -1224,15 +1353,18 @@ def _worker_run(shard):
     config = _WORKER["config"]
     stats = Stats(ngram_drawn=[0] * config.ngram, ngram_accepted=[0] * config.ngram)
     path = os.path.join(_WORKER["temp_dir"], f"shard-{shard.index:07d}.tfrecord")
-    writer = tfrecord_writer.LocalRecordWriter(path + ".part")
     count = 0
-    try:
-        for record in shard_records(shard, config, _WORKER["tables"], stats):
-            writer.write(record)
-            count += 1
-    finally:
-        writer.close()
-    os.replace(path + ".part", path)
+    try:  # reading errors are PretrainingDataErrors already: an OSError here is the temporary file's
+        writer = tfrecord_writer.LocalRecordWriter(path + ".part")
+        try:
+            for record in shard_records(shard, config, _WORKER["tables"], stats):
+                writer.write(record)
+                count += 1
+        finally:
+            writer.close()
+        os.replace(path + ".part", path)
+    except OSError as err:
+        raise _WorkerWriteError(err.strerror or str(err)) from None
     return path, count, stats
 
 
@@ -1277,7 +1409,7 @@ class _Run:
 
 def create_pretraining_data(input_files, output_files, *, spm_model_file=None, vocab_file=None, do_lower_case=True,
                             config=None, num_workers=1, shard_size_mb=DEFAULT_SHARD_SIZE_MB, progress=None,
-                            progress_every=2048):
+                            progress_every=2048, input_what="file", output_what="output"):
     """Turns text files into pretraining TFRecords; returns the run's `Stats`.
 
     Args:
@@ -1288,11 +1420,16 @@ def create_pretraining_data(input_files, output_files, *, spm_model_file=None, v
       num_workers: processes that build records (0 or None: one per CPU). The output does not depend on it.
       shard_size_mb: size of the input shards (see module docstring); part of what determines the output.
       progress: optional callable taking a `Progress`, called after every shard and every `progress_every` records.
+      input_what, output_what: how messages name the inputs and outputs (the scripts: their flags, e.g.
+        "--input_file" and "--output_file").
 
     Raises:
-      PretrainingDataError (a ValueError) for bad flags, no matching / empty / binary input, or no instances;
-      tokenization.TokenizerError (a ValueError) for a missing or unreadable tokenizer file. Nothing is left at the
-      output paths (nor temporary files) when an error is raised.
+      PretrainingDataError (a ValueError) for bad flags, no matching / empty / binary / unreadable input, an input
+      directory, or no instances; tokenization.TokenizerError (a ValueError) for a missing or unreadable tokenizer
+      file; `errors.UsageError` for an output that is one of the inputs (however spelled: links, relative paths),
+      before anything is written; `fileio.OutputError` for an output that is a directory (or under a file), or an
+      OS error while writing (a full disk), naming the output. Nothing is left at the output paths (nor temporary
+      files, nor directories made for them) when an error is raised, and nothing there is replaced.
     """
     config = config or PretrainingConfig()
     for warning in config.validate():
@@ -1303,7 +1440,10 @@ def create_pretraining_data(input_files, output_files, *, spm_model_file=None, v
         raise PretrainingDataError("no output files given")
     tokenizer_args = {"vocab_file": vocab_file, "do_lower_case": do_lower_case, "spm_model_file": spm_model_file}
     tables = TokenTables(tokenization.FullTokenizer(**tokenizer_args))
-    files = expand_input_patterns(input_files)
+    files = expand_input_patterns(input_files, input_what)
+    fileio.refuse_inputs_as_outputs(
+        [(output_what, path) for path in output_files],
+        [(input_what, path) for path in files] + [("--spm_model_file", spm_model_file), ("--vocab_file", vocab_file)])
     shards = plan_shards(files, shard_size_mb)
     if num_workers is None or num_workers <= 0:
         num_workers = os.cpu_count() or 1
@@ -1312,7 +1452,7 @@ def create_pretraining_data(input_files, output_files, *, spm_model_file=None, v
         logger.warning("remote input files are read in a single process")
         num_workers = 1
     run = _Run(shards, config, progress, progress_every)
-    with AtomicRecordWriters(output_files) as writers:
+    with AtomicRecordWriters(output_files, output_what) as writers:
         if num_workers == 1:
             for shard in shards:
                 run.current = Stats(ngram_drawn=[0] * config.ngram, ngram_accepted=[0] * config.ngram)
@@ -1324,7 +1464,8 @@ def create_pretraining_data(input_files, output_files, *, spm_model_file=None, v
             _run_pool(run, writers, tables, tokenizer_args, config, num_workers)
         if run.stats.instances == 0:
             raise PretrainingDataError(
-                f"no training instances were created from {len(files)} input file(s): {run.stats.documents} "
+                f"no training instances were created from {len(files)} input file(s) "
+                f"({', '.join(files[:3])}{', ...' if len(files) > 3 else ''}): {run.stats.documents} "
                 f"documents with at least 2 tokens, {run.stats.skipped_documents} shorter ones skipped")
     stats = run.stats
     stats.files = len(files)
@@ -1340,17 +1481,23 @@ def _run_pool(run, writers, tables, tokenizer_args, config, num_workers):
     first = writers.paths[0]
     # Beside the outputs (same disk) but in their directory's sidecar, where no glob over the outputs reaches.
     local_parent = None if _is_remote(first) else fileio.sidecar_dir(os.path.dirname(os.path.abspath(first)))
-    if local_parent:
-        os.makedirs(local_parent, exist_ok=True)
-    temp_dir = tempfile.mkdtemp(prefix=f".workers.partial-{os.getpid()}-", dir=local_parent)
+    with writers.writing(first):
+        if local_parent:
+            os.makedirs(local_parent, exist_ok=True)
+        temp_dir = tempfile.mkdtemp(prefix=f".workers.partial-{os.getpid()}-", dir=local_parent)
     # Forked workers inherit the tokenizer tables (no reload); they never use TensorFlow, so forking a parent that
     # imported it is safe. Elsewhere (no fork) they are spawned and build the tables in `_worker_init`.
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     _WORKER["tables"] = tables
     _WORKER["tokenizer_args"] = tokenizer_args
-    pool = context.Pool(num_workers, initializer=_worker_init, initargs=(tokenizer_args, config, temp_dir))
+    pool = None
     try:
+        mask = _block_stop_signals()
+        try:
+            pool = context.Pool(num_workers, initializer=_worker_init, initargs=(tokenizer_args, config, temp_dir))
+        finally:
+            _restore_signals(mask)
         for shard, (path, count, shard_stats) in zip(run.shards, pool.imap(_worker_run, run.shards, chunksize=1)):
             writers.append_framed(path, count)
             os.remove(path)
@@ -1358,9 +1505,12 @@ def _run_pool(run, writers, tables, tokenizer_args, config, num_workers):
             run.shard_done(shard, shard_stats)
         pool.close()
         pool.join()
-    except BaseException:
-        pool.terminate()
-        pool.join()
+    except BaseException as err:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+        if isinstance(err, _WorkerWriteError):
+            raise writers.error(first, f"{err} (writing the worker processes' temporary files)") from None
         raise
     finally:
         _WORKER.clear()

@@ -28,7 +28,7 @@ from absl import flags, logging
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from albert_tf import cli  # noqa: E402  pylint: disable=wrong-import-position
+from albert_tf import cli, fileio  # noqa: E402  pylint: disable=wrong-import-position
 from albert_tf.data import pretraining_data  # noqa: E402  pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -72,6 +72,8 @@ def _output_files():
     if FLAGS.output_dir and FLAGS.output_file:
         raise cli.UsageError("give either --output_file or --output_dir, not both")
     if FLAGS.output_dir:
+        if os.path.exists(FLAGS.output_dir) and not os.path.isdir(FLAGS.output_dir):
+            raise fileio.OutputError(f"--output_dir {FLAGS.output_dir} is a file, not a directory")
         return pretraining_data.output_shard_paths(FLAGS.output_dir, FLAGS.num_output_shards)
     if not FLAGS.output_file:
         raise cli.UsageError("--output_file (or --output_dir) is required")
@@ -119,7 +121,8 @@ def main(argv):
     stats = pretraining_data.create_pretraining_data(
         FLAGS.input_file, output_files, spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case, config=config, num_workers=FLAGS.num_workers,
-        shard_size_mb=FLAGS.shard_size_mb, progress=ProgressLog(FLAGS.progress_interval))
+        shard_size_mb=FLAGS.shard_size_mb, progress=ProgressLog(FLAGS.progress_interval), input_what="--input_file",
+        output_what="--output_dir shard" if FLAGS.output_dir else "--output_file")
     for line in stats.summary().splitlines():
         logging.info("%s", line)
     return 0

@@ -1,0 +1,192 @@
+"""Faults in create_pretraining_data.py: an output that is one of the inputs, a full disk, outputs and inputs of
+the wrong kind. Each fails with one line naming the flag or file, changes nothing of the user's and leaves no
+temporary behind (workers stopped quietly)."""
+
+import os
+import shutil
+import signal
+
+import pytest
+
+from albert_tf import fileio
+from albert_tf.data import pretraining_data as pdata
+from albert_tf.errors import AlbertError, UsageError
+from tests.helpers import DATA_DIR, SPM, assert_one_line_error, leftovers, run_script, tmpfs, tree_snapshot
+
+CORPUS = os.path.join(DATA_DIR, "corpus")
+SAMPLE = os.path.join(CORPUS, "sample_text.txt")
+BOOK = os.path.join(CORPUS, "gutenberg-austen-emma.txt")  # about 140 KB of records at these settings
+SMALL = ["--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=1"]
+CONFIG = pdata.PretrainingConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1)
+
+
+def script(*args):
+    return run_script("create_pretraining_data.py", [f"--spm_model_file={SPM}", *SMALL, *args])
+
+
+def create(inputs, outputs, **kwargs):
+    kwargs.setdefault("spm_model_file", SPM)
+    kwargs.setdefault("num_workers", 1)
+    return pdata.create_pretraining_data(inputs, outputs, config=CONFIG, **kwargs)
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    """A folder of two text files, `a.txt` and `c.txt`."""
+    directory = tmp_path / "corpus"
+    directory.mkdir()
+    shutil.copy(SAMPLE, directory / "a.txt")
+    shutil.copy(SAMPLE, directory / "c.txt")
+    return directory
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# An output that is one of the inputs
+
+
+def test_output_that_is_an_input_is_refused(tmp_path, corpus):
+    """The issue's `--input_file=c.txt --output_file=c.txt`, spelled differently, in a comma list of a glob."""
+    before = tree_snapshot(tmp_path)
+    result = script(f"--input_file={corpus}/a.txt,{corpus}/c*", f"--output_file={tmp_path}/out.tfrecord,"
+                    f"{corpus}/./c.txt", "--num_workers=1")
+    assert_one_line_error(result, "--output_file", "c.txt", "--input_file")
+    assert tree_snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("spelling", ["same", "dotted", "symlink", "hardlink", "output_dir"])
+def test_output_that_is_an_input_is_refused_however_spelled(tmp_path, corpus, spelling):
+    inputs = f"{corpus}/*.txt"
+    target = corpus / "c.txt"
+    if spelling == "same":
+        outputs = [str(tmp_path / "x.tfrecord"), str(target)]
+    elif spelling == "dotted":
+        outputs = [os.path.join(str(corpus), "..", "corpus", ".", "c.txt")]
+    elif spelling in ("symlink", "hardlink"):
+        link = tmp_path / "link.tfrecord"
+        (os.symlink if spelling == "symlink" else os.link)(target, link)
+        outputs = [str(link)]
+    else:  # a shard of --output_dir is a link to an input
+        outputs = pdata.output_shard_paths(str(tmp_path / "records"), 2)
+        os.makedirs(tmp_path / "records")
+        os.link(target, outputs[1])
+    before = tree_snapshot(tmp_path)
+    with pytest.raises(UsageError, match="would overwrite the input"):
+        create(inputs, outputs)
+    assert tree_snapshot(tmp_path) == before
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# A full disk
+
+
+@pytest.mark.parametrize("flag, workers", [("--output_file", 1), ("--output_file", 2), ("--output_dir", 2)])
+def test_disk_full(tmp_path, flag, workers):
+    with tmpfs(tmp_path / "disk", "64k") as disk:
+        os.mkdir(os.path.join(disk, "out"))
+        target = os.path.join(disk, "out", "records.tfrecord" if flag == "--output_file" else "records")
+        before = tree_snapshot(disk)
+        extra = ["--num_output_shards=2"] if flag == "--output_dir" else []
+        result = script(f"--input_file={BOOK}", f"{flag}={target}", f"--num_workers={workers}", "--shard_size_mb=0.02",
+                        *extra)
+        assert_one_line_error(result, flag, target, "No space left on device")
+        assert "KeyboardInterrupt" not in result.stderr, result.stderr
+        assert tree_snapshot(disk) == before
+        assert leftovers(disk) == []
+
+
+def test_stopped_workers_print_nothing(tmp_path, capfd):
+    """The scripts turn SIGTERM into KeyboardInterrupt in the parent; workers stopped by the pool's `terminate()`
+    must not inherit that handler (each would print a KeyboardInterrupt traceback)."""
+    def interrupt(progress):
+        if progress.instances > 0:
+            raise KeyboardInterrupt
+
+    def raise_interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            create([os.path.join(CORPUS, f"gutenberg-{name}.txt") for name in ("austen-emma", "austen-persuasion")],
+                   [str(tmp_path / "out.tfrecord")], num_workers=2, progress=interrupt, progress_every=10,
+                   shard_size_mb=0.01)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert os.listdir(tmp_path) == []
+
+
+def test_write_error_names_the_output(tmp_path, monkeypatch):
+    """An OS error while writing an output becomes one `AlbertError` naming it (given `output_what`), and the
+    temporaries go."""
+    def full(self, record):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pdata.tfrecord_writer.LocalRecordWriter, "write", full)
+    out = tmp_path / "out" / "x.tfrecord"
+    with pytest.raises(fileio.OutputError, match=f"--output_file {out}: No space left on device"):
+        create(SAMPLE, [str(out)], output_what="--output_file")
+    assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Outputs and inputs of the wrong kind
+
+
+def test_output_file_is_a_directory(tmp_path):
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / "mine.txt").write_text("mine")
+    before = tree_snapshot(tmp_path)
+    result = script(f"--input_file={SAMPLE}", f"--output_file={tmp_path}/records", "--num_workers=1")
+    assert_one_line_error(result, "--output_file", f"{tmp_path}/records", "directory")
+    assert tree_snapshot(tmp_path) == before
+
+
+def test_output_dir_is_a_file(tmp_path):
+    (tmp_path / "records").write_text("mine")
+    before = tree_snapshot(tmp_path)
+    result = script(f"--input_file={SAMPLE}", f"--output_dir={tmp_path}/records", "--num_workers=1")
+    assert_one_line_error(result, "--output_dir", f"{tmp_path}/records")
+    assert tree_snapshot(tmp_path) == before
+
+
+def test_input_is_a_directory(tmp_path, corpus):
+    before = tree_snapshot(tmp_path)
+    result = script(f"--input_file={corpus}", f"--output_file={tmp_path}/out/x.tfrecord", "--num_workers=1")
+    assert_one_line_error(result, "--input_file", str(corpus), "directory")
+    assert tree_snapshot(tmp_path) == before
+
+
+def test_input_without_documents(tmp_path):
+    short = tmp_path / "short.txt"
+    short.write_text("Hi\n\nYo\n", encoding="utf-8")
+    before = tree_snapshot(tmp_path)
+    result = script(f"--input_file={short}", f"--output_file={tmp_path}/out/x.tfrecord", "--num_workers=1")
+    assert_one_line_error(result, "short.txt", "no training instances")
+    assert tree_snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("kind", ["binary", "empty", "unreadable", "directory"])
+def test_bad_inputs_in_process(tmp_path, monkeypatch, kind):
+    bad = tmp_path / "bad.txt"
+    if kind == "binary":
+        bad.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8)
+    elif kind == "empty":
+        bad.write_bytes(b"")
+    elif kind == "unreadable":  # root reads a mode-000 file, so the OS refusal is simulated
+        bad.write_text("Some text.\nMore text.\n")
+        real_open = pdata._open_binary  # pylint: disable=protected-access
+
+        def refuse(path):
+            if path == str(bad):
+                raise PermissionError(13, "Permission denied", path)
+            return real_open(path)
+
+        monkeypatch.setattr(pdata, "_open_binary", refuse)
+    else:
+        bad.mkdir()
+    before = tree_snapshot(tmp_path)
+    with pytest.raises(AlbertError, match="bad.txt"):
+        create(str(bad), [str(tmp_path / "out" / "x.tfrecord")])
+    assert tree_snapshot(tmp_path) == before
