@@ -112,7 +112,7 @@ def staging_path(path, directory=False, inside=False):
             continue
 
 
-def _describe(err):
+def describe(err):
     """What went wrong, without the path (TensorFlow's file errors read `<path>; <reason>`): the caller names the
     output, never a temporary."""
     if isinstance(err, OSError):
@@ -181,6 +181,7 @@ def atomic_path(path, what=None, directory=False, replace_directory_ok=False):
     re-raised as `OutputError` naming `path` (or `what`, e.g. "--output_file /x/y"), not the temporary.
     """
     what = what or path
+    refuse_inputs_as_outputs([(what, path, directory)], _protected)
     try:
         _check_target(path, what, directory, replace_directory_ok)
         if _within_writing(path):
@@ -195,7 +196,7 @@ def atomic_path(path, what=None, directory=False, replace_directory_ok=False):
             _gfile().makedirs(_split(path)[0])
         tmp = staging_path(path, directory, inside)
     except (OSError, _tf().errors.OpError) as err:
-        raise OutputError(f"cannot write {what}: {_describe(err)}") from None
+        raise OutputError(f"cannot write {what}: {describe(err)}") from None
     _writing.add(tmp)
     try:
         yield tmp
@@ -205,7 +206,7 @@ def atomic_path(path, what=None, directory=False, replace_directory_ok=False):
             _gfile().rename(tmp, path, overwrite=True)
     except (OSError, _tf().errors.OpError) as err:
         _remove_quietly(tmp)
-        raise OutputError(f"cannot write {what}: {_describe(err)}") from None
+        raise OutputError(f"cannot write {what}: {describe(err)}") from None
     except BaseException:
         _remove_quietly(tmp)
         raise
@@ -253,6 +254,23 @@ def _inside(path, directory):
     return os.path.commonpath([path, directory]) == directory
 
 
+_protected = []  # (what, path) of the inputs of the runs in progress (`inputs_protected`)
+
+
+@contextlib.contextmanager
+def inputs_protected(inputs):
+    """Within the block every output written through this module refuses to replace one of `inputs` ((what,
+    path) pairs): the last guard for outputs whose names the run chooses (a run whose output paths are flags
+    checks them first, with `refuse_inputs_as_outputs`)."""
+    added = [(what, str(path)) for what, path in inputs if path]
+    _protected.extend(added)
+    try:
+        yield
+    finally:
+        for item in added:
+            _protected.remove(item)
+
+
 def refuse_inputs_as_outputs(outputs, inputs):
     """Raises `UsageError` before anything is written when an output would replace one of the inputs.
 
@@ -268,8 +286,9 @@ def refuse_inputs_as_outputs(outputs, inputs):
             if not in_path:
                 continue
             if _same_file(out_path, in_path) or (whole_dir and _inside(in_path, out_path)):
-                raise UsageError(f"{out_what} {out_path} would overwrite the input {in_what} {in_path}; write the "
-                                 "output elsewhere")
+                output = out_what if str(out_path) in str(out_what) else f"{out_what} {out_path}"
+                raise UsageError(f"{output} would overwrite the input {in_what} {in_path}; write the output "
+                                 "elsewhere")
 
 
 def file_sha256(path):
@@ -373,7 +392,7 @@ class DirectoryLock:
             os.makedirs(os.path.dirname(key), exist_ok=True)
             handle = open(key, "a+", encoding="utf-8")  # pylint: disable=consider-using-with
         except OSError as err:
-            raise OutputError(f"cannot lock {self.what} {self.directory}: {_describe(err)}") from None
+            raise OutputError(f"cannot lock {self.what} {self.directory}: {describe(err)}") from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
@@ -383,7 +402,7 @@ class DirectoryLock:
             if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise RunError(f"{self.what} {self.directory} is in use by another run ({holder}); wait for it "
                                f"to finish or use another directory") from None
-            raise OutputError(f"cannot lock {self.what} {self.directory}: {_describe(err)}") from None
+            raise OutputError(f"cannot lock {self.what} {self.directory}: {describe(err)}") from None
         return handle
 
     def release(self):

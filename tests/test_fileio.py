@@ -199,3 +199,17 @@ def test_only_this_programs_temporaries_are_removed(tmp_path):
         open(os.path.join(sidecar, f".x.tfrecord.partial-{pid}-0123abcd"), "w").close()
     assert fileio.remove_stale_partials(str(out)) == [f".x.tfrecord.partial-{int(dead.stdout)}-0123abcd"]
     assert os.listdir(sidecar) == [f".x.tfrecord.partial-{os.getpid()}-0123abcd"]
+
+
+def test_no_write_replaces_a_protected_input(tmp_path):
+    records = tmp_path / "eval_results.txt"
+    records.write_text("the user's file")
+    with fileio.inputs_protected([("--input_file", str(records))]):
+        with pytest.raises(fileio.UsageError, match=rf"{records} would overwrite the input --input_file {records}"):
+            fileio.write_results(str(tmp_path / "." / "eval_results.txt"), {"a": 1})
+        with pytest.raises(fileio.UsageError, match="would overwrite the input"):
+            with fileio.atomic_path(str(tmp_path), directory=True, replace_directory_ok=True):
+                pytest.fail("no work may start")
+        fileio.write_text(str(tmp_path / "other.txt"), "x")
+    assert records.read_text() == "the user's file"
+    fileio.write_results(str(records), {"a": 1})  # outside the block nothing is protected

@@ -87,6 +87,11 @@ def _first_record(path):
         return f.read(length)
 
 
+def has_records(files):
+    """Whether any of `files` holds a record (each file's first record read, until one is found)."""
+    return any(_first_record(path) is not None for path in files)
+
+
 def check_record_lengths(files, max_seq_length, max_predictions_per_seq):
     """Checks the first record of each file against the spec's features and lengths.
 

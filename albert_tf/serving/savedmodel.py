@@ -13,6 +13,7 @@ shared weights included) and its other resources; the functions are unchanged. E
 target (`albert_tf.fileio`) and renamed into place when complete.
 """
 
+import json
 import os
 
 import tensorflow as tf
@@ -31,12 +32,70 @@ def ids_spec(name):
     return tf.TensorSpec([None, None], tf.int32, name=name)
 
 
+SAVED_MODEL_ENTRIES = frozenset({"saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables", "assets",
+                                 "assets.extra"})
+TFLITE_ENTRIES = frozenset({"model.tflite", "tflite_info.json"})
+
+
+def _entries(directory):
+    return {name.rstrip("/") for name in tf.io.gfile.listdir(directory)} - {fileio.STAGING_NAME}
+
+
+def _is_saved_model(directory):
+    entries = _entries(directory)
+    return "saved_model.pb" in entries and entries <= SAVED_MODEL_ENTRIES
+
+
+def is_export(directory):
+    """Whether `directory` holds one of this program's exports and nothing else: a SavedModel; a SQuAD export
+    (`ids/` and `text/` SavedModels, or numbered versions of them); or a TFLite export (`model.tflite`,
+    `tflite_info.json` and the tokenizer file the latter names). Only such a directory may be replaced."""
+    entries = _entries(directory)
+    if _is_saved_model(directory):
+        return True
+    if entries and entries <= {"ids", "text"}:
+        for name in entries:
+            path = os.path.join(directory, name)
+            if not tf.io.gfile.isdir(path):
+                return False
+            versions = _entries(path)
+            if not (_is_saved_model(path) or (versions and all(
+                    v.isdigit() and _is_saved_model(os.path.join(path, v)) for v in versions))):
+                return False
+        return True
+    if TFLITE_ENTRIES <= entries:
+        try:
+            with tf.io.gfile.GFile(os.path.join(directory, "tflite_info.json")) as f:
+                tokenizer = json.load(f).get("tokenizer_file")
+        except (ValueError, UnicodeDecodeError, AttributeError, tf.errors.OpError):
+            return False
+        return entries <= TFLITE_ENTRIES | ({tokenizer} if tokenizer else set())
+    return False
+
+
+def export_dir_problem(export_dir, overwrite):
+    """Why `export_dir` cannot be written (a file; not empty without `overwrite`; with it, holding anything but
+    an earlier export), or None."""
+    if not tf.io.gfile.exists(export_dir):
+        return None
+    if not tf.io.gfile.isdir(export_dir):
+        return f"export directory {export_dir} is a file"
+    entries = sorted(_entries(export_dir))
+    if entries and not overwrite:
+        return f"export directory {export_dir} exists and is not empty; pass --overwrite to replace it"
+    if entries and not is_export(export_dir):
+        return (f"export directory {export_dir} holds files that are not an export ({', '.join(entries[:3])}"
+                f"{', ...' if len(entries) > 3 else ''}); --overwrite replaces only an earlier export: choose another "
+                "--export_dir")
+    return None
+
+
 def check_export_dir(export_dir, overwrite):
-    """Refuses a file, or an existing non-empty directory unless `overwrite`."""
-    if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
-        raise ExportError(f"export directory {export_dir} is a file")
-    if tf.io.gfile.isdir(export_dir) and tf.io.gfile.listdir(export_dir) and not overwrite:
-        raise ExportError(f"export directory {export_dir} exists and is not empty; pass --overwrite to replace it")
+    """Refuses a file, an existing non-empty directory unless `overwrite`, and with `overwrite` a directory that
+    holds anything but an export (`is_export`)."""
+    problem = export_dir_problem(export_dir, overwrite)
+    if problem:
+        raise ExportError(problem)
 
 
 _FUNCTION_TYPES = (tf.types.experimental.PolymorphicFunction, tf.types.experimental.ConcreteFunction)

@@ -5,6 +5,15 @@ from albert_tf.errors import DataError, UsageError
 from albert_tf.text.tokenization import FullTokenizer
 
 
+def check_vocab_size(tokenizer, path, config):
+    """Refuses a tokenizer whose ids do not all fit the embedding table of `config` (before any training)."""
+    size = max(tokenizer.vocab.values()) + 1
+    if size > config.vocab_size:
+        raise UsageError(f"{path} has {size} tokens but the albert config's vocab_size is {config.vocab_size}: its "
+                         "ids would not fit the embedding table (for the Chinese vocab_chinese.txt use a config "
+                         "with vocab_size 21128)")
+
+
 class TaskBase:
     """Defaults of the `albert_tf.train.runner.Task` methods; each task overrides what differs."""
 
@@ -39,16 +48,21 @@ class TaskBase:
 
     @staticmethod
     def tokenizer(params):
-        """`FullTokenizer` from `--spm_model_file` (or `--vocab_file`, WordPiece)."""
+        """`FullTokenizer` from `--spm_model_file` (or `--vocab_file`, WordPiece), checked to fit the embedding
+        table of the albert config."""
         if not (params.spm_model_file or params.vocab_file):
             raise UsageError("--spm_model_file (or --vocab_file for WordPiece models) is required")
-        return FullTokenizer(vocab_file=params.vocab_file, do_lower_case=params.do_lower_case,
-                             spm_model_file=params.spm_model_file)
+        tokenizer = FullTokenizer(vocab_file=None if params.spm_model_file else params.vocab_file,
+                                  do_lower_case=params.do_lower_case, spm_model_file=params.spm_model_file)
+        check_vocab_size(tokenizer, params.spm_model_file or params.vocab_file, params.albert_config)
+        return tokenizer
 
     @staticmethod
     def check_batch_sizes(params, strategy, names):
         replicas = strategy.num_replicas_in_sync
         for name in names:
             value = getattr(params, name)
+            if value < 1:
+                raise UsageError(f"--{name} must be at least 1, got {value}")
             if value % replicas:
                 raise UsageError(f"--{name} {value} is not divisible by the {replicas} replicas")

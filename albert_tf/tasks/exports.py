@@ -22,7 +22,7 @@ from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
 from albert_tf.serving.classifier import export_classifier
 from albert_tf.serving.encoder import export_encoder, export_preprocessing
 from albert_tf.serving.race import export_race_model
-from albert_tf.serving.savedmodel import ID_FEATURES, ExportError
+from albert_tf.serving.savedmodel import ID_FEATURES, ExportError, export_dir_problem
 from albert_tf.serving.squad import export_squad_model
 from albert_tf.serving.tfhub import export_tfhub, export_tfhub_preprocessing
 from albert_tf.serving.tflite import QUANTIZE_MODES, TFLiteModel, compare_outputs, export_tflite
@@ -38,13 +38,13 @@ TFLITE_MODELS = ("encoder", "classifier", "squad", "race")
 
 
 def check_export_dir(export_dir, overwrite):
-    """Refuses an existing non-empty `export_dir` unless `overwrite` (before any work is done)."""
+    """Refuses, before any work is done, a missing `--export_dir`, a file, an existing non-empty directory unless
+    `overwrite`, and with it one that holds anything but an earlier export (`savedmodel.is_export`)."""
     if not export_dir:
         raise UsageError("--export_dir is required")
-    if os.path.isfile(export_dir):
-        raise UsageError(f"--export_dir {export_dir} is a file")
-    if os.path.isdir(export_dir) and os.listdir(export_dir) and not overwrite:
-        raise UsageError(f"export directory {export_dir} exists and is not empty; pass --overwrite to replace it")
+    problem = export_dir_problem(export_dir, overwrite)
+    if problem:
+        raise UsageError(problem)
 
 
 def build_model(kind, config, init_checkpoint, num_labels=2, version_2=False, start_n_top=5, end_n_top=5):
@@ -142,6 +142,12 @@ class ExportRequest:
     allow_select_tf_ops: bool = False
     mixed_precision: str = None
 
+    def inputs(self):
+        """The (flag, path) of every file or folder the export reads."""
+        return [(f"--{name}", getattr(self, name)) for name in ("init_checkpoint", "source_saved_model",
+                                                                 "albert_config_file", "spm_model_file",
+                                                                 "vocab_file", "eval_data_dir")]
+
     @property
     def tokenizer_file(self):
         return self.spm_model_file or self.vocab_file
@@ -167,6 +173,7 @@ def export(export_type, export_dir, log=print, **options):
         raise UsageError(f"unknown export type {export_type!r}; known: {', '.join(EXPORT_TYPES)}")
     request = ExportRequest(export_type, export_dir, **options)
     check_export_dir(export_dir, request.overwrite)
+    fileio.refuse_inputs_as_outputs([("--export_dir", export_dir, True)], request.inputs())
     if request.quantize in ("none", ""):
         request.quantize = None
     if request.spm_model_file and request.vocab_file:
@@ -185,9 +192,29 @@ def export(export_type, export_dir, log=print, **options):
     if config is not None:
         config.check_sequence_length(seq_length)
     outcome = {"export_type": export_type}
-    with dtype_policy_scope(policy):  # the model is built, and so serves, under it
-        outcome.update(_EXPORTERS[export_type](request, config, seq_length, log))
-    return outcome
+    # The whole export is written in one staging directory and moved into place when complete; the model is
+    # built, and so serves, under the policy.
+    with dtype_policy_scope(policy), fileio.atomic_path(export_dir, f"--export_dir {export_dir}", directory=True,
+                                                        replace_directory_ok=request.overwrite) as staged:
+        outcome.update(_EXPORTERS[export_type](dataclasses.replace(request, export_dir=staged), config, seq_length,
+                                               log))
+    return _published(outcome, staged, export_dir)
+
+
+def _published(outcome, staged, export_dir):
+    """`outcome` with the paths in the staging directory `staged` made paths in `export_dir`."""
+    final = export_dir if fileio.is_remote(export_dir) else os.path.abspath(export_dir)
+
+    def moved(value):
+        if isinstance(value, str) and value.startswith(staged):
+            return final + value[len(staged):]
+        if isinstance(value, dict):
+            return {k: moved(v) for k, v in value.items()}
+        return value
+
+    if "tflite" in outcome:
+        outcome["tflite"].path = moved(outcome["tflite"].path)
+    return moved(outcome)
 
 
 def _config(request):
@@ -260,8 +287,6 @@ def _export_squad(request, config, seq_length, log):
     model = _loaded(request, "squad", config, log)
     if request.vocab_file and not request.spm_model_file:
         raise UsageError("the SQuAD export needs --spm_model_file (SQuAD features are SentencePiece-only)")
-    if request.overwrite and os.path.isdir(request.export_dir):
-        shutil.rmtree(request.export_dir)
     dirs = export_squad_model(
         model, request.export_dir, spm_model_file=request.spm_model_file, do_lower_case=request.do_lower_case,
         max_seq_length=seq_length, doc_stride=request.doc_stride, max_query_length=request.max_query_length,
@@ -287,27 +312,24 @@ def _export_tflite(request, config, seq_length, log):
         source, head = _loaded(request, request.tflite_model, config, log), request.tflite_model
     tokenizer_file = request.tokenizer_file
     outcome = {}
-    with fileio.atomic_path(request.export_dir, f"--export_dir {request.export_dir}", directory=True,
-                            replace_directory_ok=True) as tmp_dir:
-        tf.io.gfile.makedirs(tmp_dir)
-        info = export_tflite(source, os.path.join(tmp_dir, "model.tflite"), quantize=request.quantize,
-                             seq_length=seq_length, allow_select_tf_ops=request.allow_select_tf_ops)
-        outcome["tflite"] = info
-        if request.eval_task:
-            outcome["eval"] = _tflite_eval(request, head, source, info, seq_length)
-        if tokenizer_file:
-            shutil.copy(tokenizer_file, os.path.join(tmp_dir, os.path.basename(tokenizer_file)))
-        summary = {"model": head, "quantize": request.quantize or "none", "seq_length": seq_length,
-                   "size_bytes": info.size_bytes, "inputs": list(ID_FEATURES),
-                   "input_shape": list(info.input_shape), "outputs": list(info.outputs),
-                   "max_abs_diff_vs_float32_model": info.max_abs_diff, "select_tf_ops": info.select_tf_ops,
-                   "not_verified": info.unverified,
-                   "tokenizer_file": os.path.basename(tokenizer_file) if tokenizer_file else None,
-                   "do_lower_case": request.do_lower_case, "eval": outcome.get("eval")}
-        with open(os.path.join(tmp_dir, "tflite_info.json"), "w", encoding="utf-8") as f:
-            json.dump(summary, f, indent=2, sort_keys=True)
-    outcome["export_dir"] = os.path.abspath(request.export_dir)
-    info.path = os.path.join(outcome["export_dir"], "model.tflite")
+    tf.io.gfile.makedirs(request.export_dir)
+    info = export_tflite(source, os.path.join(request.export_dir, "model.tflite"), quantize=request.quantize,
+                         seq_length=seq_length, allow_select_tf_ops=request.allow_select_tf_ops)
+    outcome["tflite"] = info
+    if request.eval_task:
+        outcome["eval"] = _tflite_eval(request, head, source, info, seq_length)
+    if tokenizer_file:
+        shutil.copy(tokenizer_file, os.path.join(request.export_dir, os.path.basename(tokenizer_file)))
+    summary = {"model": head, "quantize": request.quantize or "none", "seq_length": seq_length,
+               "size_bytes": info.size_bytes, "inputs": list(ID_FEATURES),
+               "input_shape": list(info.input_shape), "outputs": list(info.outputs),
+               "max_abs_diff_vs_float32_model": info.max_abs_diff, "select_tf_ops": info.select_tf_ops,
+               "not_verified": info.unverified,
+               "tokenizer_file": os.path.basename(tokenizer_file) if tokenizer_file else None,
+               "do_lower_case": request.do_lower_case, "eval": outcome.get("eval")}
+    with open(os.path.join(request.export_dir, "tflite_info.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2, sort_keys=True)
+    outcome["export_dir"] = request.export_dir
     return outcome
 
 

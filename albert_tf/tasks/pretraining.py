@@ -21,7 +21,7 @@ from albert_tf.data import masking, records
 from albert_tf.errors import DataError, UsageError
 from albert_tf.model import AlbertForPretraining, dummy_inputs, set_heads_only
 from albert_tf.serving.encoder import export_encoder
-from albert_tf.tasks.base import TaskBase
+from albert_tf.tasks.base import TaskBase, check_vocab_size
 from albert_tf.text.tokenization import FullTokenizer, TokenizerError
 from albert_tf.train import runner
 from albert_tf.train.runner import RuntimeParams, Schedule
@@ -82,6 +82,7 @@ class PretrainingTask(TaskBase):
         self.check_batch_sizes(params, strategy, ["train_batch_size"] if params.do_train else [])
         if params.do_eval:
             self.check_batch_sizes(params, strategy, ["eval_batch_size"])
+        eval_flag = "--eval_input_file" if params.eval_input_file else "--input_file"
         for flag, patterns in (("--input_file", params.input_file), ("--eval_input_file", params.eval_input_file)):
             if not patterns:
                 continue
@@ -91,6 +92,9 @@ class PretrainingTask(TaskBase):
                 raise DataError(f"{flag}: {err}") from None
             records.check_record_lengths(files[:records.MAX_FILES_CHECKED], params.max_seq_length,
                                          params.max_predictions_per_seq)
+            read = (flag == "--input_file" and params.do_train) or (flag == eval_flag and params.do_eval)
+            if read and not records.has_records(files):
+                raise DataError(f"{flag} {patterns} holds no records (an empty file?)")
         self.tokenizer_file(params)
         if params.masked_lm_budget:
             self.masking(params)
@@ -109,11 +113,7 @@ class PretrainingTask(TaskBase):
                                       do_lower_case=params.do_lower_case)
         except OSError as err:
             raise TokenizerError(str(err)) from None
-        size = max(tokenizer.vocab.values()) + 1
-        if size > params.albert_config.vocab_size:
-            raise UsageError(f"{path} has {size} tokens but the albert config's vocab_size is "
-                             f"{params.albert_config.vocab_size}: its ids would not fit the embedding table (for "
-                             f"the Chinese vocab_chinese.txt use a config with vocab_size 21128)")
+        check_vocab_size(tokenizer, path, params.albert_config)
         return path
 
     def train_schedule(self, params):

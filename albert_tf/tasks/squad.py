@@ -32,7 +32,7 @@ from albert_tf.evaluation import squad_postprocessing as post
 from albert_tf.model import AlbertForSquad, dummy_inputs
 from albert_tf.model.squad import NEG_INF
 from albert_tf.serving.squad import export_squad_model
-from albert_tf.tasks.base import TaskBase
+from albert_tf.tasks.base import TaskBase, check_vocab_size
 from albert_tf.text.tokenization import FullTokenizer
 from albert_tf.train import runner
 from albert_tf.train.predict import predict_in_order
@@ -141,6 +141,7 @@ class SquadTask(TaskBase):
         if params.do_predict:
             self.check_batch_sizes(params, strategy, ["predict_batch_size"])
         self.tokenizer_ = FullTokenizer(spm_model_file=params.spm_model_file, do_lower_case=params.do_lower_case)
+        check_vocab_size(self.tokenizer_, params.spm_model_file, params.albert_config)
         if params.do_train:
             self.train_examples = squad.read_examples(params.train_file, True, params.random_seed)
             steps = self.train_schedule(params).num_train_steps

@@ -7,11 +7,13 @@ per-epoch batch index.
 
 import logging
 import math
+import os
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import fileio
 from albert_tf.errors import RunError
 
 
@@ -38,9 +40,25 @@ class CheckpointCallback(keras.callbacks.Callback):
         if step == self._saved_at:
             return
         if force or step % self.every == 0 or step >= self.last_step:
-            path = self.manager.save(checkpoint_number=step)
+            path = self._save(step)
             self._saved_at = step
             logging.info("Saved checkpoint for step %d: %s", step, path)
+
+    def _save(self, step):
+        """`manager.save`; a failed save (a full disk) removes what it wrote and names the directory, leaving the
+        earlier checkpoints as they were."""
+        try:
+            return self.manager.save(checkpoint_number=step)
+        except (tf.errors.OpError, OSError) as err:
+            directory = self.manager.directory
+            fileio.remove_stale_checkpoint_temps(directory)
+            for path in tf.io.gfile.glob(os.path.join(directory, f"ckpt-{step}.*")):
+                if not any(path.startswith(kept + ".") for kept in self.manager.checkpoints):
+                    tf.io.gfile.remove(path)
+            kept = self.manager.latest_checkpoint
+            raise fileio.OutputError(
+                f"cannot save checkpoint ckpt-{step} in {directory}: {fileio.describe(err)}"
+                + (f" ({os.path.basename(kept)} is kept)" if kept else "")) from None
 
     def on_train_batch_end(self, batch, logs=None):
         self._maybe_save()

@@ -1,0 +1,96 @@
+"""Outputs never destroy what the user owns: `--overwrite` replaces only an earlier export, an output is never one
+of the inputs, and exports work on a folder that is a mount point of its own (a Docker volume)."""
+
+import os
+import shutil
+
+import pytest
+
+from albert_tf import checkpoints
+from albert_tf.model import AlbertModel, dummy_inputs
+from albert_tf.serving import savedmodel
+from tests.helpers import (SAMPLE_GLUE, SPM, assert_one_line_error, leftovers, run_script, tiny_config, tmpfs,
+                           tree_snapshot, write_config)
+
+
+@pytest.fixture(scope="module")
+def training_output(tmp_path_factory):
+    """What a fine-tuning run leaves in its --output_dir: checkpoints, the best one, results, the config."""
+    out = tmp_path_factory.mktemp("faults") / "out"
+    config = tiny_config()
+    model = AlbertModel(config)
+    model(dummy_inputs(), training=False)
+    checkpoints.save_checkpoint(model, str(out / "best_checkpoint" / "ckpt-4"), fmt="original")
+    write_config(config, out / "albert_config.json")
+    (out / "eval_results.txt").write_text("eval_accuracy = 0.5\nglobal_step = 4\n")
+    (out / "best_checkpoint.json").write_text('{"step": 4}\n')
+    return out
+
+
+def _copy(source, target):
+    shutil.copytree(source, target)
+    return target
+
+
+def test_overwrite_refuses_a_training_run_that_holds_its_own_input(training_output, tmp_path):
+    out = _copy(training_output, tmp_path / "out")
+    before = tree_snapshot(out)
+    result = run_script("export_model.py", ["--export_type=encoder", f"--export_dir={out}", "--overwrite",
+                                            f"--init_checkpoint={out}/best_checkpoint/ckpt-4",
+                                            f"--albert_config_file={out}/albert_config.json"])
+    assert_one_line_error(result, f"export directory {out}", "--overwrite replaces only an earlier export")
+    assert tree_snapshot(out) == before
+
+
+def test_overwrite_refuses_a_folder_that_is_not_an_export(tmp_path):
+    data = _copy(os.path.join(SAMPLE_GLUE, "SST-2"), tmp_path / "SST-2")
+    before = tree_snapshot(data)
+    result = run_script("export_model.py", ["--export_type=preprocessing", f"--export_dir={data}", "--overwrite",
+                                            f"--spm_model_file={SPM}"])
+    line = assert_one_line_error(result, f"export directory {data}", "--overwrite replaces only an earlier export")
+    assert "train.tsv" in line
+    assert tree_snapshot(data) == before and leftovers(data) == []
+
+
+def test_overwrite_replaces_an_earlier_export_on_a_mount_point(tmp_path):
+    """An export into an empty volume, then replaced there with --overwrite (the volume cannot be renamed); a
+    file added by the user makes the folder no longer an export."""
+    with tmpfs(tmp_path / "volume", size="64m") as volume:
+        args = ["--export_type=preprocessing", f"--export_dir={volume}", f"--spm_model_file={SPM}"]
+        first = run_script("export_model.py", args)
+        assert first.returncode == 0, first.stderr[-3000:]
+        assert savedmodel.is_export(volume) and os.path.exists(os.path.join(volume, "saved_model.pb"))
+        stamp = os.stat(os.path.join(volume, "saved_model.pb")).st_mtime_ns
+        again = run_script("export_model.py", [*args, "--overwrite"])
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert savedmodel.is_export(volume) and leftovers(volume) == []
+        assert os.stat(os.path.join(volume, "saved_model.pb")).st_mtime_ns != stamp
+        with open(os.path.join(volume, "notes.txt"), "w") as f:
+            f.write("mine")
+        before = tree_snapshot(volume)
+        refused = run_script("export_model.py", [*args, "--overwrite"])
+        assert_one_line_error(refused, "notes.txt")
+        assert tree_snapshot(volume) == before
+
+
+def test_is_export_knows_every_export_layout(tmp_path):
+    def make(root, *files):
+        os.makedirs(root, exist_ok=True)
+        for name in files:
+            path = os.path.join(root, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            open(path, "w").close()
+        return str(root)
+
+    assert savedmodel.is_export(make(tmp_path / "a", "saved_model.pb", "variables/variables.index", "assets/x"))
+    assert savedmodel.is_export(make(tmp_path / "b", "ids/saved_model.pb", "text/saved_model.pb"))
+    assert savedmodel.is_export(make(tmp_path / "c", "ids/3/saved_model.pb", "text/3/saved_model.pb"))
+    tflite = make(tmp_path / "d", "model.tflite", "30k-clean.model")
+    with open(os.path.join(tflite, "tflite_info.json"), "w") as f:
+        f.write('{"tokenizer_file": "30k-clean.model"}')
+    assert savedmodel.is_export(tflite)
+    assert not savedmodel.is_export(make(tmp_path / "e", "saved_model.pb", "train.tsv"))
+    assert not savedmodel.is_export(make(tmp_path / "f", "ids/saved_model.pb", "text/notes.txt"))
+    assert not savedmodel.is_export(make(tmp_path / "g", "model.tflite", "tflite_info.json", "other.model"))
+    assert not savedmodel.is_export(make(tmp_path / "h", "ckpt-4.index", "checkpoint"))
+    assert not savedmodel.is_export(make(tmp_path / "i"))
