@@ -10,8 +10,10 @@ Formats:
     SavedModels (Model Garden's `export_tfhub`, e.g. `albert_en_base/3`; this project's `tfhub` export).
 A TF1 TF-Hub module directory (`tfhub_module.pb`, the original's `export_to_tfhub.py`) is read as `original`.
 
-`load_checkpoint` returns what was loaded, missing and unused, raises `CheckpointError` naming the variable
-on a shape mismatch, and refuses to leave an encoder weight at its random init.
+`load_checkpoint` returns what was loaded, missing and unused; it raises `CheckpointNotFoundError` when nothing
+is there, `CorruptCheckpointError` naming the file when what is there cannot be read, and
+`CheckpointMismatchError` naming the variable on a shape mismatch; it refuses to leave an encoder weight at its
+random init. Nothing is assigned until every weight has been read.
 """
 
 import dataclasses
@@ -20,17 +22,23 @@ import os
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf import text_format
+from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
 
-from albert_tf.checkpoints import huggingface, keras_hub_format, model_garden, native, original
+from albert_tf.checkpoints import errors, huggingface, keras_hub_format, model_garden, native, original
+from albert_tf.checkpoints.errors import (
+    CheckpointError,
+    CheckpointMismatchError,
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    reading,
+)
 from albert_tf.checkpoints.original import tf1_entries
-from albert_tf.errors import AlbertError
 from albert_tf.model import dummy_inputs
 
 FORMATS = ("original", "huggingface", "keras_hub", "native", "model_garden")
-
-
-class CheckpointError(AlbertError):
-    """A checkpoint cannot be read or does not fit the model; the message names the file or variable."""
+STATE_FILE = "checkpoint"  # TF's checkpoint state file, naming a directory's latest checkpoint
+_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
 @dataclasses.dataclass
@@ -48,16 +56,58 @@ class LoadResult:
                 f", {len(self.unused)} unused")
 
 
+def latest_checkpoint(directory):
+    """The prefix of the latest checkpoint that `directory`'s `checkpoint` state file names, or None when there is
+    no state file or the files it names are gone (as `tf.train.latest_checkpoint`, without its log lines).
+
+    Raises `CorruptCheckpointError` naming the state file when it is not one (binary garbage, text that is no
+    `CheckpointState`, no checkpoint named): TF would raise a `UnicodeDecodeError` on the first, and ignore the
+    others, so that a training run started over and overwrote it.
+    """
+    state_file = os.path.join(directory, STATE_FILE)
+    try:
+        if not tf.io.gfile.exists(state_file):
+            return None
+        if tf.io.gfile.isdir(state_file):
+            raise CorruptCheckpointError(f"{state_file} is a directory, not a TF checkpoint state file")
+        with tf.io.gfile.GFile(state_file, "rb") as f:
+            data = f.read()
+    except (tf.errors.OpError, OSError) as err:
+        raise CorruptCheckpointError(f"cannot read the checkpoint state file {state_file}: "
+                                     f"{errors.reason(err)}") from None
+    state = CheckpointState()
+    try:
+        text_format.Merge(data.decode("utf-8"), state)
+    except UnicodeDecodeError:
+        raise CorruptCheckpointError(f"{state_file} is corrupt: not a TF checkpoint state file (not text: invalid "
+                                     "UTF-8)") from None
+    except text_format.ParseError as err:
+        raise CorruptCheckpointError(f"{state_file} is corrupt: not a TF checkpoint state file "
+                                     f"({errors.reason(err)})") from None
+    if not state.model_checkpoint_path:
+        raise CorruptCheckpointError(f"{state_file} is corrupt: it names no checkpoint (no model_checkpoint_path)")
+    prefix = state.model_checkpoint_path
+    if not os.path.isabs(prefix):
+        prefix = os.path.join(directory, prefix)
+    try:
+        if tf.io.gfile.glob(prefix + ".index") or tf.io.gfile.glob(prefix):  # a TF2 or a TF1 (V1) checkpoint
+            return prefix
+    except tf.errors.OpError:
+        pass
+    return None
+
+
 def resolve(path):
     """A checkpoint prefix for a directory holding a TF checkpoint (its latest), a TF1 TF-Hub module or a TF2
-    SavedModel (their variables), else `path` itself."""
+    SavedModel (their variables), else `path` itself. A `checkpoint` state file that is not one raises
+    `CorruptCheckpointError`."""
     if isinstance(path, str) and os.path.isdir(path):
         hub_variables = os.path.join(path, "variables", "variables")
         if os.path.exists(os.path.join(path, "tfhub_module.pb")) and os.path.exists(hub_variables + ".index"):
             return hub_variables  # a TF1 TF-Hub module: its variables are a TF1 checkpoint
         if model_garden.saved_model_variables(path):
             return hub_variables
-        latest = tf.train.latest_checkpoint(path)
+        latest = latest_checkpoint(path)
         if latest:
             return latest
         indexes = sorted(f[:-len(".index")] for f in os.listdir(path) if f.endswith(".index"))
@@ -67,7 +117,12 @@ def resolve(path):
 
 
 def detect_format(path):
-    """Which of `FORMATS` `path` holds; raises `CheckpointError` if none."""
+    """Which of `FORMATS` `path` holds.
+
+    Raises `CheckpointNotFoundError` if none is there, `CorruptCheckpointError` for a `checkpoint` state file or
+    an `.index` that is not one. Damage to the data shards is left for the load to find and report (a TF2
+    checkpoint whose object graph cannot be read is taken for a native one: reading it names the damage).
+    """
     if not isinstance(path, str):
         if type(path).__name__ == "AlbertBackbone":
             return "keras_hub"
@@ -78,9 +133,18 @@ def detect_format(path):
         return "keras_hub"
     prefix = resolve(path)
     if not os.path.exists(prefix + ".index"):
-        raise CheckpointError(f"no checkpoint found at {path!r} (expected a TF checkpoint prefix or directory, "
-                              "a Hugging Face directory with model.safetensors, a keras-hub preset directory, "
-                              "a TF-Hub module or a SavedModel)")
+        raise CheckpointNotFoundError(
+            f"no checkpoint found at {path!r} (expected a TF checkpoint prefix or directory, "
+            "a Hugging Face directory with model.safetensors, a keras-hub preset directory, "
+            "a TF-Hub module or a SavedModel)")
+    with reading(prefix):
+        reader = tf.train.load_checkpoint(prefix)  # an .index that is none fails here
+    try:
+        with reading(prefix):
+            if reader.has_tensor(_GRAPH_KEY):
+                reader.get_tensor(_GRAPH_KEY)
+    except CorruptCheckpointError:
+        return "native"
     if model_garden.is_model_garden(prefix):  # before native: a legacy Model Garden root is `model` too
         return "model_garden"
     return "native" if native.is_native(prefix) else "original"
@@ -143,7 +207,7 @@ def _load_native(model, arrays, stored_keys):
             continue
         value = arrays[source]
         if tuple(value.shape) != tuple(variable.shape):
-            raise CheckpointError(f"shape mismatch for {key}: checkpoint has {list(value.shape)}, the model "
+            raise CheckpointMismatchError(f"shape mismatch for {key}: checkpoint has {list(value.shape)}, the model "
                                   f"expects {list(variable.shape)} (variable {variable.path})")
         pairs.append((variable, value))
         loaded.append(key)
@@ -187,41 +251,45 @@ def load_checkpoint(model, path, init_from_group0=False, allow_missing_encoder=F
     Returns:
       a `LoadResult`. Head weights absent from the checkpoint (a new task head) are reported and logged.
     Raises:
-      CheckpointError: unreadable checkpoint, shape mismatch (naming the variable), or encoder weights missing.
+      CheckpointNotFoundError: no checkpoint at `path`.
+      CorruptCheckpointError: a checkpoint that cannot be read (a state file, index, data shard, safetensors or
+        config.json that is damaged, truncated or missing), naming the file.
+      CheckpointMismatchError: one that does not fit the model: a shape mismatch (naming the variable), encoder
+        weights missing (another model's checkpoint), a config field that differs.
     """
     fmt = detect_format(path)
     ensure_built(model)
+    source = resolve(path) if fmt in ("native", "original", "model_garden") else path
     try:
-        if fmt == "native":
-            pairs, result = _load_native(model, *native.read_native(resolve(path)))
-            encoder_missing = [k for k in result.missing if "/albert/" in k or not hasattr(model, "albert")]
-        else:
-            if fmt == "huggingface":
-                config = huggingface.read_config(path)
-                if config is not None:
-                    _check_config(model, config, path)
-            names = [e.name for e in tf1_entries(model)]
-            if fmt == "huggingface":
-                tensors = huggingface.read_hf(path)
-                arrays, used = huggingface.to_tf1_arrays(tensors, names)
-                pairs, result = _load_named(model, arrays, fmt)
-                result.unused = sorted(set(tensors) - used - huggingface.TIED_OR_BUFFERS)
+        with reading(source):
+            if fmt == "native":
+                pairs, result = _load_native(model, *native.read_native(source))
+                encoder_missing = [k for k in result.missing if "/albert/" in k or not hasattr(model, "albert")]
             else:
-                arrays = read_arrays(path, fmt, names, config=getattr(model, "config", None))
-                pairs, result = _load_named(model, arrays, fmt, init_from_group0=init_from_group0)
-            encoder_missing = [n for n in result.missing if n.startswith("bert/")]
-    except ValueError as err:
-        if isinstance(err, CheckpointError):
-            raise
-        raise CheckpointError(f"{path}: {err}") from None
-    except (tf.errors.OpError, OSError) as err:
-        raise CheckpointError(f"cannot read checkpoint {path!r}: {err}") from None
+                if fmt == "huggingface":
+                    config = huggingface.read_config(path)
+                    if config is not None:
+                        _check_config(model, config, path)
+                names = [e.name for e in tf1_entries(model)]
+                if fmt == "huggingface":
+                    tensors = huggingface.read_hf(path)
+                    arrays, used = huggingface.to_tf1_arrays(tensors, names)
+                    pairs, result = _load_named(model, arrays, fmt)
+                    result.unused = sorted(set(tensors) - used - huggingface.TIED_OR_BUFFERS)
+                else:
+                    arrays = read_arrays(path, fmt, names, config=getattr(model, "config", None))
+                    pairs, result = _load_named(model, arrays, fmt, init_from_group0=init_from_group0)
+                encoder_missing = [n for n in result.missing if n.startswith("bert/")]
+    except CheckpointError:
+        raise
+    except ValueError as err:  # a shape or layout the model does not have (the readers name the variable)
+        raise CheckpointMismatchError(f"{path}: {err}") from None
     if encoder_missing and not allow_missing_encoder:
-        raise CheckpointError(
+        raise CheckpointMismatchError(
             f"{path} ({fmt}) lacks {len(encoder_missing)} encoder weight(s) the model needs, e.g. "
             f"{', '.join(encoder_missing[:3])}; is it an ALBERT checkpoint of this config?")
     if not pairs:
-        raise CheckpointError(f"{path} ({fmt}) has no weight this model uses")
+        raise CheckpointMismatchError(f"{path} ({fmt}) has no weight this model uses")
     _assign_all(pairs)
     if result.missing:
         logging.warning("Not in %s, left at their initial values: %s", path, ", ".join(result.missing))
@@ -235,7 +303,7 @@ def _check_config(model, config, path):
     for field in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
                   "inner_group_num", "num_attention_heads", "intermediate_size", "hidden_act"):
         if getattr(ours, field) != getattr(config, field):
-            raise CheckpointError(f"{path}: config field '{field}' is {getattr(config, field)!r} there but "
+            raise CheckpointMismatchError(f"{path}: config field '{field}' is {getattr(config, field)!r} there but "
                                   f"{getattr(ours, field)!r} in the model's config")
 
 

@@ -10,9 +10,11 @@ import os
 import re
 
 import numpy as np
+from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
-from albert_tf.config import AlbertConfig
+from albert_tf.checkpoints.errors import CheckpointMismatchError, CorruptCheckpointError
+from albert_tf.config import AlbertConfig, ConfigError
 
 # (TF1 pattern, HF template, transposed). Patterns see names without the "bert/" prefix where marked.
 _TABLE = [
@@ -74,7 +76,14 @@ def weights_file(path):
 
 def read_hf(path):
     """Reads Hugging Face ALBERT weights and returns them keyed by TF1 name (arrays in TF1 layout)."""
-    tensors = load_file(weights_file(path))
+    filename = weights_file(path)
+    try:
+        tensors = load_file(filename)
+    except SafetensorError as err:  # a truncated, empty or garbage file: its header does not describe it
+        raise CorruptCheckpointError(f"{filename} is corrupt or truncated: not a readable safetensors file "
+                                     f"({str(err).strip()})") from None
+    except OSError as err:
+        raise CorruptCheckpointError(f"cannot read {filename}: {err.strerror or err}") from None
     # AlbertModel files carry no "albert." prefix; normalise to the AlbertForPreTraining spelling.
     if not any(k.startswith("albert.") for k in tensors):
         tensors = {(f"albert.{k}" if k.split(".")[0] in ("embeddings", "encoder", "pooler") else k): v
@@ -101,8 +110,22 @@ def read_config(path):
     config_file = os.path.join(directory, "config.json")
     if not os.path.isfile(config_file):
         return None
-    with open(config_file, encoding="utf-8") as f:
-        return AlbertConfig.from_hf_dict(json.load(f), source=config_file)
+    try:
+        with open(config_file, "rb") as f:
+            values = json.loads(f.read().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CorruptCheckpointError(f"{config_file} is corrupt: not a JSON file (invalid UTF-8)") from None
+    except json.JSONDecodeError as err:
+        raise CorruptCheckpointError(f"{config_file} is corrupt: not valid JSON ({err})") from None
+    except OSError as err:
+        raise CorruptCheckpointError(f"cannot read {config_file}: {err.strerror or err}") from None
+    if not isinstance(values, dict):
+        raise CorruptCheckpointError(f"{config_file} is not a model config: a JSON {type(values).__name__}, "
+                                     "expected an object")
+    try:
+        return AlbertConfig.from_hf_dict(values, source=config_file)
+    except ConfigError as err:  # another model's config, or one this project cannot build
+        raise CheckpointMismatchError(f"{os.path.dirname(config_file)}: {err}") from None
 
 
 def write_hf(arrays, config, directory):

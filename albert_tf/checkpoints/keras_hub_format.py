@@ -17,11 +17,11 @@ def is_keras_hub_dir(path):
     config_file = os.path.join(path, "config.json")
     if not (os.path.isdir(path) and os.path.isfile(config_file)):
         return False
-    with open(config_file, encoding="utf-8") as f:
-        try:
-            values = json.load(f)
-        except json.JSONDecodeError:
-            return False
+    try:
+        with open(config_file, "rb") as f:
+            values = json.loads(f.read().decode("utf-8"))
+    except (ValueError, OSError):  # not JSON (or not text): not a keras-hub preset
+        return False
     return isinstance(values, dict) and values.get("class_name") == "AlbertBackbone"
 
 
@@ -41,7 +41,12 @@ def load_backbone(path):
     """Loads a keras-hub ALBERT backbone from a local preset directory (no network)."""
     import keras_hub  # pylint: disable=import-outside-toplevel
 
-    return keras_hub.models.AlbertBackbone.from_preset(path)
+    from albert_tf.checkpoints.errors import CorruptCheckpointError, reason  # pylint: disable=import-outside-toplevel
+
+    try:
+        return keras_hub.models.AlbertBackbone.from_preset(path)
+    except (ValueError, OSError, KeyError, TypeError) as err:  # a damaged config.json or model.weights.h5
+        raise CorruptCheckpointError(f"cannot read the keras-hub preset {path}: {reason(err)}") from None
 
 
 def backbone_arrays(backbone):

@@ -14,7 +14,7 @@ import os
 
 import tensorflow as tf
 
-from albert_tf import fileio
+from albert_tf import checkpoints, fileio
 from albert_tf.errors import UsageError
 
 BEST_DIR = "best_checkpoint"
@@ -121,9 +121,10 @@ class CheckpointEvaluator:
 
 
 def best_checkpoint_prefix(output_dir):
-    """The prefix in `output_dir/best_checkpoint/`, or None."""
+    """The prefix in `output_dir/best_checkpoint/`, or None; a `checkpoint` state file there that is not one raises
+    `CorruptCheckpointError` naming it."""
     directory = os.path.join(output_dir, BEST_DIR)
-    return tf.train.latest_checkpoint(directory) if tf.io.gfile.isdir(directory) else None
+    return checkpoints.latest_checkpoint(directory) if tf.io.gfile.isdir(directory) else None
 
 
 def _read_json(path):

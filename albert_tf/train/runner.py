@@ -172,7 +172,7 @@ def check_output_dir(output_dir, config, source_flag="--albert_config_file"):
             diff = [k for k, v in config.to_dict().items() if existing.to_dict().get(k) != v]
             raise RunError(f"--output_dir {output_dir} holds a run of a different model (fields "
                            f"{', '.join(diff)} differ from {source_flag}); use a new --output_dir")
-    elif tf.io.gfile.isdir(output_dir) and tf.train.latest_checkpoint(output_dir):
+    elif tf.io.gfile.isdir(output_dir) and checkpoints.latest_checkpoint(output_dir):
         raise RunError(f"--output_dir {output_dir} holds checkpoints but no {CONFIG_JSON}, so their model cannot be "
                        f"checked against {source_flag}; use a new --output_dir (or copy the model's config there)")
 
@@ -217,12 +217,26 @@ def checkpoint_for(model):
 
 def restore_or_initialize(model, directory, keep_checkpoint_max, initialize=None):
     """Resumes `model` (and its compiled, built optimizer) from the latest checkpoint in `directory`, or calls
-    `initialize()` when there is none. Returns (checkpoint manager, global step)."""
+    `initialize()` when there is none. Returns (checkpoint manager, global step).
+
+    A `checkpoint` state file (here or in `best_checkpoint/`) that is not one, or a latest checkpoint that cannot
+    be read, raises `CorruptCheckpointError` naming it, before anything is written (TF raises a
+    `UnicodeDecodeError` on a state file that is not text, and ignores one that does not parse, so that training
+    starts over and overwrites it); one of another model raises `RunError`."""
+    try:
+        checkpoints.latest_checkpoint(directory)
+        best_checkpoint_prefix(directory)
+    except checkpoints.CheckpointError as err:
+        raise type(err)(f"--output_dir: {err}") from None
     checkpoint = checkpoint_for(model)
     manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=keep_checkpoint_max)
     if manager.latest_checkpoint:
         try:
-            checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+            with checkpoints.errors.reading(manager.latest_checkpoint):
+                status = checkpoint.restore(manager.latest_checkpoint)
+            status.assert_existing_objects_matched()
+        except checkpoints.CorruptCheckpointError as err:
+            raise checkpoints.CorruptCheckpointError(f"--output_dir: cannot resume: {err}") from None
         except (tf.errors.OpError, ValueError, AssertionError) as err:
             raise RunError(f"cannot resume from {manager.latest_checkpoint}: {str(err).splitlines()[0]}") from None
         logging.info("Resumed from %s at step %d", manager.latest_checkpoint, callbacks.global_step(model))
@@ -257,16 +271,19 @@ def fit_to_step(model, dataset, manager, num_train_steps, save_checkpoints_steps
 
 
 def load_init_checkpoint(model, params):
-    """Loads `--init_checkpoint` into `model`; a checkpoint that does not fit names the flag and the config."""
+    """Loads `--init_checkpoint` into `model`; a checkpoint that does not fit names the flag and the config, one
+    that is not there or cannot be read names the flag and the file at fault (never "does not fit")."""
     try:
         result = checkpoints.load_checkpoint(model, params.init_checkpoint,
                                              init_from_group0=getattr(params, "init_from_group0", False))
-    except checkpoints.CheckpointError as err:
+    except checkpoints.CheckpointMismatchError as err:
         c = model.config
-        raise checkpoints.CheckpointError(
+        raise checkpoints.CheckpointMismatchError(
             f"--init_checkpoint {params.init_checkpoint} does not fit the model of the albert config "
             f"(hidden_size={c.hidden_size}, num_hidden_layers={c.num_hidden_layers}, vocab_size={c.vocab_size}, "
             f"...): {err}") from None
+    except checkpoints.CheckpointError as err:  # not there, or unreadable: it fits no model
+        raise type(err)(f"--init_checkpoint: {err}") from None
     logging.info("Initialised from %s: %s", params.init_checkpoint, result)
     return result
 
