@@ -1,20 +1,24 @@
 """What every script shares: the original's TPU flags and this project's runtime flags, the one mapping from
 flags to a params dataclass, and the one way errors reach the user.
 
-`run(main)` runs a script's `main` under absl: an `AlbertError` (bad flag, file, field, line or checkpoint)
-prints as one line, `<script>: error: <message>`, with exit status 1 (2 for a `UsageError`); an OS error (a
-missing, unreadable or unwritable file) likewise; SIGTERM is handled like Ctrl-C, so temporary outputs are
-removed and worker processes stopped on the way out. Anything else is a bug and keeps its traceback.
+`run(main)` runs a script's `main` under absl: a flag absl cannot parse (a malformed number or bool, an unknown
+flag, a value outside an enum's choices) and a `UsageError` (a flag missing, contradicting another, not fitting
+the model) print as one line, `<script>: error: <message>` naming the flag, with exit status 2; an `AlbertError`
+(bad file, field, line or checkpoint) and an OS error (a missing, unreadable or unwritable file) likewise with
+exit status 1. `--help` and `--helpfull` print the usage as absl does. SIGTERM is handled like Ctrl-C, so
+temporary outputs are removed and worker processes stopped on the way out. Anything else is a bug and keeps its
+traceback.
 """
 
 import dataclasses
 import os
+import re
 import signal
 import sys
 
 from absl import app, flags, logging
 
-from albert_tf.errors import AlbertError, UsageError
+from albert_tf.errors import AlbertError, MissingDataError, UsageError
 
 
 def define_tpu_flags():
@@ -86,9 +90,9 @@ def init_checkpoint(flag_values=None):
     if "://" in handle and not handle.startswith(("gs://", "file://")):
         raise UsageError(f"--albert_hub_module_handle {handle}: nothing is downloaded here; download the module, "
                          "extract it and pass its local directory")
-    if not os.path.isdir(handle) and "://" not in handle:
-        raise UsageError(f"--albert_hub_module_handle {handle} is not a directory (expected a TF-Hub module "
-                         "downloaded and extracted to a local directory)")
+    if not os.path.isdir(handle) and "://" not in handle:  # a missing input (status 1), as a missing checkpoint
+        raise MissingDataError(f"--albert_hub_module_handle {handle} is not a directory (expected a TF-Hub module "
+                               "downloaded and extracted to a local directory)")
     return handle
 
 
@@ -102,8 +106,53 @@ def _one_line(err):
     return " ".join(text.split("\n")[0].split()) if text else type(err).__name__
 
 
+def _script():
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "albert_tf"
+
+
+# absl's messages for a value its parser refuses: "flag --name=value: <the parser's error>".
+_ABSL_VALUE_ERROR = re.compile(r"^flag --(?P<name>[\w.-]+)=(?P<value>.*): (?P<detail>invalid literal for int\(\).*|"
+                               r"could not convert string to float.*|\('Non-boolean argument.*|"
+                               r"value should be one of <.*>)$")
+
+
+def flag_error_message(err):
+    """absl's message for a flag it cannot parse or validate, as one line that names the flag as it is typed
+    (`--name`)."""
+    if isinstance(err, flags.UnrecognizedFlagError):
+        message = f"unknown flag --{err.flagname}"
+        suggestions = str(err).partition(". Did you mean: ")[2].rstrip(" ?")
+        if suggestions:
+            message += f" (did you mean {', '.join('--' + s.strip() for s in suggestions.split(','))}?)"
+        return message
+    message = _one_line(err)
+    found = _ABSL_VALUE_ERROR.match(message)
+    if not found:
+        return message
+    name, value, detail = found.group("name", "value", "detail")
+    if detail.startswith("invalid literal for int()"):
+        detail = "not an integer"
+    elif detail.startswith("could not convert string to float"):
+        detail = "not a number"
+    elif detail.startswith("('Non-boolean"):
+        detail = "not a boolean (true or false)"
+    else:
+        detail = "must be one of " + ", ".join(detail[len("value should be one of <"):].rstrip(">").split("|"))
+    return f"--{name}={value}: {detail}"
+
+
+def parse_flags(argv, flag_values=None):
+    """`flag_values(argv)` (the global FLAGS by default), a flag absl refuses printed as one line
+    `<script>: error: ...` with exit status 2; the arguments left over, as absl's parser returns them."""
+    try:
+        return (flag_values or flags.FLAGS)(argv)
+    except flags.Error as err:
+        print(f"{_script()}: error: {flag_error_message(err)}", file=sys.stderr)
+        sys.exit(2)
+
+
 def _guarded(main):
-    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "albert_tf"
+    script = _script()
 
     def guarded_main(argv):
         signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -112,6 +161,10 @@ def _guarded(main):
         except UsageError as err:
             logging.error("%s: %s", type(err).__name__, err)
             print(f"{script}: error: {_one_line(err)}", file=sys.stderr)
+            sys.exit(2)
+        except flags.Error as err:  # a flag set in code that its validator refuses
+            logging.error("%s: %s", type(err).__name__, err)
+            print(f"{script}: error: {flag_error_message(err)}", file=sys.stderr)
             sys.exit(2)
         except (AlbertError, OSError) as err:
             logging.error("%s: %s", type(err).__name__, err)
@@ -130,4 +183,4 @@ def run(main, usage=None):
     docstring) is what `--help` prints, also when the script runs as an installed console command."""
     if usage:
         sys.modules["__main__"].__doc__ = usage
-    app.run(_guarded(main))
+    app.run(_guarded(main), flags_parser=parse_flags)

@@ -30,7 +30,7 @@ import os
 from absl import flags, logging
 
 from albert_tf import cli
-from albert_tf.errors import UsageError
+from albert_tf.errors import MissingDataError, UsageError
 
 OUTPUT_FORMATS = ("original", "huggingface", "native")
 CONFIG_NAME = "albert_config.json"
@@ -77,7 +77,7 @@ def resolve_config(input_checkpoint, albert_config_file=None):
 
     if albert_config_file:
         if not os.path.isfile(albert_config_file):
-            raise UsageError(f"--albert_config_file: no such file: {albert_config_file}")
+            raise MissingDataError(f"--albert_config_file: no such file: {albert_config_file}")
         return AlbertConfig.from_json_file(albert_config_file), albert_config_file, None
     fmt = detect_format(input_checkpoint)
     if fmt == "huggingface":
@@ -137,8 +137,8 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
             overwrite=False):
     """Converts `input_checkpoint` to `output_format` at `output_path`; returns the `LoadResult`.
 
-    Raises `UsageError` for bad arguments or an existing output, `CheckpointError` / `ConfigError`
-    for inputs that cannot be read or do not fit the config.
+    Raises `UsageError` for bad arguments or an existing output, `CheckpointError` / `ConfigError` /
+    `MissingDataError` for inputs that are missing, cannot be read or do not fit the config.
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
@@ -195,17 +195,15 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
 
 
 def main(argv, flag_values=flags.FLAGS):
+    """Converts as the flags say. A flag missing, malformed or contradicting another is a `UsageError` (exit
+    status 2 from the command); an input that is missing, unreadable or does not fit the config raises the
+    reader's error (`CheckpointError`, `ConfigError`, `MissingDataError`: exit status 1, as in the training
+    scripts)."""
     if len(argv) > 1:
         raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    from albert_tf.checkpoints import CheckpointError  # pylint: disable=import-outside-toplevel
-    from albert_tf.config import ConfigError  # pylint: disable=import-outside-toplevel
-
-    try:
-        convert(flag_values.input_checkpoint, flag_values.output_path, flag_values.output_format,
-                albert_config_file=flag_values.albert_config_file, init_from_group0=flag_values.init_from_group0,
-                overwrite=flag_values.overwrite)
-    except (CheckpointError, ConfigError) as err:  # the flags are the whole input: a bad one is a usage error
-        raise UsageError(str(err)) from None
+    convert(flag_values.input_checkpoint, flag_values.output_path, flag_values.output_format,
+            albert_config_file=flag_values.albert_config_file, init_from_group0=flag_values.init_from_group0,
+            overwrite=flag_values.overwrite)
 
 
 def run(argv):

@@ -62,10 +62,9 @@ def main(argv):
 
     if FLAGS.request_json:
         if FLAGS.request_json == "-":
-            text = sys.stdin.read()
+            text = predict.decode_text(sys.stdin.buffer.read(), "<stdin>")
         else:
-            with open(FLAGS.request_json, encoding="utf-8") as f:
-                text = f.read()
+            text = predict.read_text(FLAGS.request_json)
         with predict.ServingSession(FLAGS.export_dir) as session:
             print(json.dumps(session.predict(text)))
         return

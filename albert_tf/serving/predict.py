@@ -21,6 +21,7 @@ Only `tensorflow` and `tensorflow_text` (for the text signatures' ops) are neede
 
 import base64
 import contextlib
+import io
 import json
 import logging
 import os
@@ -43,6 +44,11 @@ class PredictError(AlbertError):
     """The export or the input file cannot be used as asked; the message says why."""
 
 
+class InputRefused(PredictError):
+    """The export's own checks refused an input (a sequence longer than the model takes, an id outside the
+    vocabulary); the message is the check's."""
+
+
 class RestError(AlbertError):
     """A TF Serving REST body that the model server would refuse (HTTP 400); the message says why."""
 
@@ -50,33 +56,58 @@ class RestError(AlbertError):
 # ------------------------------------------------------------------------------------------------------------------
 # Reading examples.
 
-def read_examples(path, text_columns=None, skip_header=False, delimiter="\t"):
-    """Examples of a text file as a list of tuples of one or two strings.
+def decode_text(data, name):
+    """`data` (bytes) as UTF-8 text (a byte-order mark dropped); a byte that is not UTF-8 is a PredictError naming
+    `name` (the file) and the line and column of the byte (a line ends at "\\n", "\\r\\n" or "\\r")."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        # Line ends are ASCII, never part of a UTF-8 sequence: the text before the bad byte decodes, and its
+        # lines are the lines before the bad byte's (the last one unfinished, unless it ends at a line end).
+        done = io.StringIO(data[:err.start].decode("utf-8"), newline="").readlines() or [""]
+        if done[-1].endswith(("\n", "\r")):
+            done.append("")
+        number, column = len(done), len(done[-1]) + 1
+        raise PredictError(f"{name}:{number}: not UTF-8 text (byte 0x{data[err.start]:02x} at column {column}: "
+                           f"{err.reason})") from None
 
-    Without `text_columns`, every non-empty line must have the same number of columns, one (single texts) or two
-    (pairs); with it (e.g. `[0]` or `[3, 4]`), those columns are taken from each line. Empty lines are skipped.
-    """
+
+def read_text(path):
+    """The text of a UTF-8 file (see `decode_text`)."""
+    with open(path, "rb") as f:
+        return decode_text(f.read(), path)
+
+
+def _decoded_lines(path):
+    """The lines of a UTF-8 text file, without their line ends (see `decode_text`)."""
+    return [line.rstrip("\r\n") for line in io.StringIO(read_text(path), newline="")]
+
+
+def read_numbered_examples(path, text_columns=None, skip_header=False, delimiter="\t"):
+    """(examples, line numbers) of a text file: see `read_examples`; `line numbers[i]` is the line of
+    `examples[i]` in the file (from 1)."""
     if not os.path.isfile(path):
         raise PredictError(f"input file not found: {path}")
-    examples, widths = [], set()
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        for number, line in enumerate(f, start=1):
-            line = line.rstrip("\r\n")
-            if skip_header and number == 1:
-                continue
-            if not line.strip():
-                continue
-            columns = line.split(delimiter)
-            if text_columns is not None:
-                if max(text_columns) >= len(columns):
-                    raise PredictError(f"{path}:{number}: has {len(columns)} column(s), column "
-                                       f"{max(text_columns)} was asked for")
-                columns = [columns[i] for i in text_columns]
-            elif len(columns) > 2:
-                raise PredictError(f"{path}:{number}: has {len(columns)} tab-separated columns; give one text per "
-                                   "line, two for pairs, or choose the columns (--text_columns)")
-            widths.add(len(columns))
-            examples.append(tuple(columns))
+    examples, numbers, widths = [], [], set()
+    for number, line in enumerate(_decoded_lines(path), start=1):
+        if skip_header and number == 1:
+            continue
+        if not line.strip():
+            continue
+        columns = line.split(delimiter)
+        if text_columns is not None:
+            if max(text_columns) >= len(columns):
+                raise PredictError(f"{path}:{number}: has {len(columns)} column(s), column "
+                                   f"{max(text_columns)} was asked for")
+            columns = [columns[i] for i in text_columns]
+        elif len(columns) > 2:
+            raise PredictError(f"{path}:{number}: has {len(columns)} tab-separated columns; give one text per "
+                               "line, two for pairs, or choose the columns (--text_columns)")
+        widths.add(len(columns))
+        examples.append(tuple(columns))
+        numbers.append(number)
     if len(widths) > 1:
         raise PredictError(f"{path}: lines have different numbers of columns ({sorted(widths)}); give one text per "
                            "line, or two tab-separated texts per line for pairs")
@@ -84,7 +115,17 @@ def read_examples(path, text_columns=None, skip_header=False, delimiter="\t"):
         raise PredictError(f"{path}: no examples")
     if len(examples[0]) not in (1, 2):
         raise PredictError(f"{path}: {len(examples[0])} text columns; 1 (texts) or 2 (pairs) are supported")
-    return examples
+    return examples, numbers
+
+
+def read_examples(path, text_columns=None, skip_header=False, delimiter="\t"):
+    """Examples of a UTF-8 text file as a list of tuples of one or two strings.
+
+    Without `text_columns`, every non-empty line must have the same number of columns, one (single texts) or two
+    (pairs); with it (e.g. `[0]` or `[3, 4]`), those columns are taken from each line. Empty lines are skipped. A
+    line that is not UTF-8 is refused, naming the file and line.
+    """
+    return read_numbered_examples(path, text_columns, skip_header, delimiter)[0]
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -193,12 +234,32 @@ class Predictor:
                 ids = {k: result[k] for k in ("input_ids", "input_mask", "segment_ids")}
                 result = self.encoder.signatures["serving_default"](**ids)
         except tf.errors.InvalidArgumentError as err:  # the export's own checks: length, vocabulary
-            raise PredictError(refusal(err)) from None
+            raise InputRefused(refusal(err)) from None
         keep = self.outputs or sorted(result)
         unknown = [k for k in keep if k not in result]
         if unknown:
             raise PredictError(f"unknown output(s) {', '.join(unknown)}; the model gives {', '.join(sorted(result))}")
         return {k: result[k].numpy() for k in keep}
+
+
+def _refused_example(predictor, batch, line_numbers, input_file, where, refused):
+    """The `PredictError` naming the file and line of the example of `batch` that the export refused (`refused`,
+    its InputRefused): each example is run alone to find it. When even an empty text is refused, the export
+    refuses every input (e.g. a preprocessing export whose rows are longer than the encoder takes), and the
+    error says so instead of blaming a line."""
+    def run(example):
+        predictor.predict([example[0]], [example[1]] if len(example) == 2 else None)
+
+    for example, number in zip(batch, line_numbers):
+        try:
+            run(example)
+        except InputRefused as err:
+            try:
+                run(("",) * len(example))
+            except InputRefused:
+                return PredictError(f"{where} refuses every input, even an empty text: {err}")
+            return PredictError(f"{input_file}:{number}: {err}")
+    return PredictError(f"{input_file}:{line_numbers[0]}-{line_numbers[-1]}: {refused}")
 
 
 def predict_file(export_dir, input_file, output_file, encoder_dir=None, batch_size=32, text_columns=None,
@@ -210,7 +271,7 @@ def predict_file(export_dir, input_file, output_file, encoder_dir=None, batch_si
     """
     if batch_size < 1:
         raise PredictError(f"batch_size must be at least 1, got {batch_size}")
-    examples = read_examples(input_file, text_columns=text_columns, skip_header=skip_header)
+    examples, line_numbers = read_numbered_examples(input_file, text_columns=text_columns, skip_header=skip_header)
     predictor = Predictor(export_dir, encoder_dir=encoder_dir, outputs=outputs)
     num_texts = len(examples[0])
     signature, _, names = predictor.signature_for(num_texts)
@@ -237,7 +298,12 @@ def predict_file(export_dir, input_file, output_file, encoder_dir=None, batch_si
             batch = examples[begin:begin + batch_size]
             texts_a = [e[0] for e in batch]
             texts_b = [e[1] for e in batch] if num_texts == 2 else None
-            result = predictor.predict(texts_a, texts_b)
+            try:
+                result = predictor.predict(texts_a, texts_b)
+            except InputRefused as err:
+                where = f"{export_dir}" + (f" with the encoder {encoder_dir}" if encoder_dir else "")
+                raise _refused_example(predictor, batch, line_numbers[begin:begin + batch_size], input_file, where,
+                                       err) from None
             for i, example in enumerate(batch):
                 record = {"index": begin + i}
                 record.update(zip(text_keys, example))
