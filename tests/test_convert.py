@@ -14,6 +14,7 @@ from safetensors.numpy import load_file
 from albert_tf import convert
 from albert_tf.checkpoints import CheckpointError, load_checkpoint, model_arrays, save_checkpoint
 from albert_tf.config import AlbertConfig
+from albert_tf.errors import MissingDataError
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -156,7 +157,7 @@ def test_init_from_group0(tmp_path):
     two_file = str(tmp_path / "two_groups.json")
     _config(num_hidden_groups=2).to_json_file(two_file)
     out = str(tmp_path / "two" / "model.ckpt")
-    with pytest.raises(app.UsageError, match="group_1"):
+    with pytest.raises(CheckpointError, match="group_1"):
         _run(f"--input_checkpoint={prefix}", f"--albert_config_file={two_file}", "--output_format=original",
              f"--output_path={out}")
     _run(f"--input_checkpoint={prefix}", f"--albert_config_file={two_file}", "--output_format=original",
@@ -209,7 +210,7 @@ def test_usage_errors_name_the_flag(original_checkpoint, tmp_path):
         _run(f"--input_checkpoint={prefix}", f"--output_path={out}")
     with pytest.raises(Exception, match="output_format"):  # absl rejects values outside the enum
         _run(f"--input_checkpoint={prefix}", "--output_format=onnx", f"--output_path={out}")
-    with pytest.raises(app.UsageError, match="--albert_config_file.*nope.json"):
+    with pytest.raises(MissingDataError, match="--albert_config_file.*nope.json"):
         _run(f"--input_checkpoint={prefix}", f"--albert_config_file={tmp_path / 'nope.json'}",
              "--output_format=original", f"--output_path={out}")
     # A TF1 checkpoint with no config anywhere: --albert_config_file is required.
@@ -228,7 +229,7 @@ def test_usage_errors_name_the_flag(original_checkpoint, tmp_path):
     # A config that does not fit the checkpoint names the variable.
     wrong = str(tmp_path / "wrong.json")
     _config(intermediate_size=48).to_json_file(wrong)
-    with pytest.raises(app.UsageError, match="ffn_1/intermediate/dense/kernel"):
+    with pytest.raises(CheckpointError, match="ffn_1/intermediate/dense/kernel"):
         _run(f"--input_checkpoint={prefix}", f"--albert_config_file={wrong}", "--output_format=original",
              f"--output_path={out}")
     assert not os.path.exists(out + ".index")

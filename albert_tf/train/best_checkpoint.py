@@ -88,7 +88,8 @@ class CheckpointEvaluator:
         """Evaluates checkpoint `prefix` (restoring it unless `weights_loaded`), records the results and, if it
         is the best so far, copies it to `best_checkpoint/`."""
         if not weights_loaded:
-            tf.train.Checkpoint(model=self.model).read(prefix).expect_partial()
+            with checkpoints.errors.reading(prefix):
+                tf.train.Checkpoint(model=self.model).read(prefix).expect_partial()
         results = self.evaluate_weights(step)
         logging.info("Eval results at step %d: %s", step,
                      ", ".join(f"{k}={format_value(v)}" for k, v in sorted(results.items())))

@@ -157,16 +157,31 @@ def runtime_scope(params):
             np.random.set_state(numpy_state)
 
 
+def check_schedule(schedule, do_train):
+    """Refuses a schedule no run can follow: a batch of no example, checkpoints every 0 steps, and the like (the
+    flags of these fields have the fields' names in every script)."""
+    minimum = {"save_checkpoints_steps": 1, "iterations_per_loop": 1, "keep_checkpoint_max": 0}
+    if do_train:
+        minimum["train_batch_size"] = 1
+    for name, least in minimum.items():
+        value = getattr(schedule, name)
+        if value is not None and value < least:
+            raise UsageError(f"--{name} must be at least {least}, got {value}")
+
+
 def get_strategy(params):
     return distribution.get_strategy(params.strategy, params.tpu_name, params.tpu_zone, params.gcp_project,
                                      params.master, params.use_tpu)
 
 
 def check_output_dir(output_dir, config, source_flag="--albert_config_file"):
-    """Refuses an `output_dir` that holds a run of a different model, or checkpoints with no record of their
-    model; writes nothing."""
+    """Refuses an `output_dir` that holds checkpoints of a different model, or checkpoints with no record of
+    their model; writes nothing. A config recorded by a run that saved no checkpoint does not count: the
+    corrected rerun replaces it."""
+    if tf.io.gfile.exists(output_dir) and not tf.io.gfile.isdir(output_dir):
+        raise UsageError(f"--output_dir {output_dir} is a file, not a directory")
     path = os.path.join(output_dir, CONFIG_JSON)
-    if tf.io.gfile.exists(path):
+    if tf.io.gfile.exists(path) and checkpoints.latest_checkpoint(output_dir):
         existing = AlbertConfig.from_json_file(path)
         if existing.to_dict() != config.to_dict():
             diff = [k for k, v in config.to_dict().items() if existing.to_dict().get(k) != v]
@@ -178,9 +193,10 @@ def check_output_dir(output_dir, config, source_flag="--albert_config_file"):
 
 
 def record_config(output_dir, config):
+    """Writes `albert_config.json` into `output_dir` unless it records this config already."""
     tf.io.gfile.makedirs(output_dir)
     path = os.path.join(output_dir, CONFIG_JSON)
-    if not tf.io.gfile.exists(path):
+    if not tf.io.gfile.exists(path) or AlbertConfig.from_json_file(path).to_dict() != config.to_dict():
         fileio.write_text(path, config.to_json_string())
 
 
@@ -293,11 +309,30 @@ def _final_weights(model, output_dir, manager, params):
     those of --init_checkpoint (already loaded). Returns what was used."""
     for prefix in (best_checkpoint_prefix(output_dir), manager.latest_checkpoint):
         if prefix:
-            tf.train.Checkpoint(model=model).read(prefix).expect_partial()
+            with checkpoints.errors.reading(prefix):
+                tf.train.Checkpoint(model=model).read(prefix).expect_partial()
             return prefix
     if params.init_checkpoint:
         return params.init_checkpoint
     raise RunError(f"nothing to predict or export with: no checkpoint in {output_dir} and no --init_checkpoint")
+
+
+INPUT_FLAGS = ("input_file", "eval_input_file", "train_file", "predict_file", "spm_model_file", "vocab_file",
+               "albert_config_file", "init_checkpoint")
+
+
+def run_inputs(params):
+    """(flag, path) of the files a run reads, from the params of these names (comma-separated globs expanded);
+    nothing the run writes may replace one of them (`fileio.inputs_protected`)."""
+    inputs = []
+    for name in INPUT_FLAGS:
+        value = getattr(params, name, None)
+        if not isinstance(value, str) or not value:
+            continue
+        for pattern in (p.strip() for p in value.split(",") if p.strip()):
+            matches = tf.io.gfile.glob(pattern) if any(c in pattern for c in "*?[") else [pattern]
+            inputs.extend((f"--{name}", path) for path in matches)
+    return inputs
 
 
 def versioned_export_dir(export_dir, step):
@@ -315,7 +350,7 @@ def run(task, params):
         strategy = get_strategy(params)
         write_dir = distribution.worker_dir(params.output_dir, strategy)
         chief = distribution.is_chief(strategy)
-        with fileio.DirectoryLock(write_dir, "--output_dir"):
+        with fileio.DirectoryLock(write_dir, "--output_dir"), fileio.inputs_protected(run_inputs(params)):
             return _run_locked(task, params, strategy, write_dir, chief)
 
 
@@ -324,6 +359,7 @@ def _run_locked(task, params, strategy, write_dir, chief):
     check_output_dir(params.output_dir, config)
     task.check(params, strategy)
     schedule = task.train_schedule(params)
+    check_schedule(schedule, params.do_train)
     num_train_steps, train_batch_size = schedule.num_train_steps, schedule.train_batch_size
     if params.do_train and train_batch_size % strategy.num_replicas_in_sync:
         raise UsageError(f"--train_batch_size {train_batch_size} is not divisible by the "
@@ -384,7 +420,8 @@ def _run_locked(task, params, strategy, write_dir, chief):
         for prefix in pending:
             evaluator.evaluate_checkpoint(prefix, callbacks.checkpoint_step(prefix))
         if pending and manager.latest_checkpoint:
-            tf.train.Checkpoint(model=model).read(manager.latest_checkpoint).expect_partial()
+            with checkpoints.errors.reading(manager.latest_checkpoint):
+                tf.train.Checkpoint(model=model).read(manager.latest_checkpoint).expect_partial()
         if not manager.checkpoints and not evaluator.history:
             if not params.init_checkpoint:
                 raise RunError(f"nothing to evaluate: no checkpoint in {params.output_dir} and no --init_checkpoint")

@@ -95,6 +95,9 @@ def test_check_output_dir_records_the_config_and_refuses_another(tmp_path, tiny_
     assert AlbertConfig.from_json_file(str(out / "albert_config.json")).to_dict() == tiny_config.to_dict()
     check_output_dir(str(out), AlbertConfig.from_dict(tiny_config.to_dict()))  # same model: resumable
     other = AlbertConfig.from_dict({**tiny_config.to_dict(), "hidden_size": 64, "num_hidden_layers": 3})
+    check_output_dir(str(out), other)  # no checkpoint yet: nothing was trained with the recorded config
+    (out / "ckpt-1.index").write_text("")
+    (out / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
     with pytest.raises(ValueError, match=r"different model.*hidden_size.*num_hidden_layers|"
                                          r"different model.*num_hidden_layers.*hidden_size") as err:
         check_output_dir(str(out), other)
