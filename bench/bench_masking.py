@@ -31,13 +31,12 @@ SLOTS = 20
 
 
 def make_records(work_dir, seq_length):
-    from albert_tf.data import pretraining_data  # pylint: disable=import-outside-toplevel
+    from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data  # pylint: disable=import-outside-toplevel
 
     path = os.path.join(work_dir, f"corpus-{seq_length}.tfrecord")
-    config = pretraining_data.PretrainingConfig(max_seq_length=seq_length, max_predictions_per_seq=SLOTS,
-                                                dupe_factor=1)
-    stats = pretraining_data.create_pretraining_data(os.path.join(HERE, "data", "corpus", "gutenberg-*.txt"), [path],
-                                                     spm_model_file=SPM, config=config, num_workers=2)
+    config = PretrainingConfig(max_seq_length=seq_length, max_predictions_per_seq=SLOTS, dupe_factor=1)
+    stats = create_pretraining_data(os.path.join(HERE, "data", "corpus", "gutenberg-*.txt"), [path],
+                                    spm_model_file=SPM, config=config, num_workers=2)
     return path, stats.instances
 
 

@@ -15,7 +15,7 @@ every stage continues where it stopped, or is read back when done; a stage whose
    format (one sentence per line, a blank line between documents) by `tools/prepare_corpus.py`'s functions.
    `--corpus=shipped`: the excerpts in `data/corpus/gutenberg-*.txt` (six books, 0.5 MB). The book
    `--eval_book` is held out for the pretraining evaluation.
-2. Records: `albert_tf.data.pretraining_data.create_pretraining_data` (MLM + SOP, `--max_seq_length`,
+2. Records: `albert_tf.data.pretraining.create_pretraining_data` (MLM + SOP, `--max_seq_length`,
    `--max_predictions_per_seq` 20, `--dupe_factor`) with `data/30k-clean.model`.
 3. Pretraining: `albert_tf.tasks.pretraining` (`PretrainingParams`, the runner, the original's objective, LAMB,
    linear warm-up then linear decay) of `--albert_config_file` for `--pretrain_steps` of `--pretrain_batch_size`.
@@ -157,7 +157,7 @@ def corpus_files(work_dir):
 
 def make_records(work_dir):
     """(train record file, eval record file, eval instances); built once, reused after."""
-    from albert_tf.data import pretraining_data  # pylint: disable=import-outside-toplevel
+    from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data  # pylint: disable=import-outside-toplevel
 
     train_books, eval_books, where = corpus_files(work_dir)
     size = sum(os.path.getsize(b) for b in train_books + eval_books)
@@ -173,9 +173,9 @@ def make_records(work_dir):
     else:
         counts = {}
         for name, books, dupe in (("train", train_books, FLAGS.dupe_factor), ("eval", eval_books, 1)):
-            config = pretraining_data.PretrainingConfig(max_seq_length=FLAGS.max_seq_length,
-                                                        max_predictions_per_seq=20, dupe_factor=dupe)
-            stats = pretraining_data.create_pretraining_data(
+            config = PretrainingConfig(max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=20,
+                                       dupe_factor=dupe)
+            stats = create_pretraining_data(
                 ",".join(books), [os.path.join(directory, f"{name}.tfrecord")], spm_model_file=FLAGS.spm_model_file,
                 config=config, num_workers=2)
             counts[name] = {"instances": stats.instances, "tokens": stats.tokens, "documents": stats.documents,

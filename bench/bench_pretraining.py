@@ -33,7 +33,7 @@ from absl import app, flags  # noqa: E402
 
 from albert_tf.config import AlbertConfig  # noqa: E402
 from albert_tf.data import records
-from albert_tf.data.pretraining_data import PretrainingConfig, create_pretraining_data  # noqa: E402
+from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data  # noqa: E402
 from albert_tf.model import dummy_inputs  # noqa: E402
 from albert_tf.tasks.pretraining import AlbertPretrainer  # noqa: E402
 from albert_tf.train import optimization  # noqa: E402

@@ -47,7 +47,7 @@ def pretraining_records(tmp_path_factory, spm_model_file):
 
     Returns (path, max_seq_length, max_predictions_per_seq).
     """
-    from albert_tf.data.pretraining_data import PretrainingConfig, create_pretraining_data
+    from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data
 
     path = str(tmp_path_factory.mktemp("pretraining_records") / "sample.tfrecord")
     config = PretrainingConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1, random_seed=7)

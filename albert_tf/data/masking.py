@@ -2,7 +2,8 @@
 
 `run_pretraining.py --masked_lm_budget=0.15` reads records of `create_pretraining_data.py` (this project's or the
 original's), ignores the masks stored in them and draws new ones with the offline algorithm
-(`albert_tf.data.pretraining_data.mask_instance`, the original's `create_masked_lm_predictions`):
+(`albert_tf.data.pretraining.ngram_masking.mask_instance`, which drew the stored masks when the records were made;
+the original's `create_masked_lm_predictions`):
 
 * The original tokens are restored first: a record's `input_ids` hold [MASK] or random ids at its stored
   `masked_lm_positions`, and `masked_lm_ids` holds what was there.
@@ -40,7 +41,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.data.pretraining_data import ngram_cdf
+from albert_tf.data.pretraining.ngram_masking import ngram_cdf
 from albert_tf.errors import UsageError
 
 # Set in every masking key, so that none equals a file-shuffle key (seed, pass) of `records.pretraining_dataset`.

@@ -10,7 +10,7 @@ line with a blank line between documents. Beyond the original:
   --progress_interval   seconds between progress lines
 
 The same flags and seed give byte-identical files. The algorithm, the reproducibility fix and the differences from
-the original are described in `albert_tf/data/pretraining_data.py`.
+the original are described in `docs/pretraining_data.md`.
 
 Example:
   python create_pretraining_data.py --input_file='data/corpus/*.txt' --output_file=/tmp/albert_pretrain.tfrecord \\
@@ -29,7 +29,7 @@ from absl import flags, logging
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from albert_tf import cli, fileio  # noqa: E402  pylint: disable=wrong-import-position
-from albert_tf.data import pretraining_data  # noqa: E402  pylint: disable=wrong-import-position
+from albert_tf.data import pretraining  # noqa: E402  pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
 
@@ -62,7 +62,7 @@ flags.DEFINE_integer("num_workers", 0, "Worker processes (0: one per CPU). Does 
 flags.DEFINE_string("output_dir", None, "Directory to write --num_output_shards TFRecord files into (instead of "
                     "--output_file).")
 flags.DEFINE_integer("num_output_shards", 1, "Number of files written into --output_dir.")
-flags.DEFINE_float("shard_size_mb", pretraining_data.DEFAULT_SHARD_SIZE_MB,
+flags.DEFINE_float("shard_size_mb", pretraining.DEFAULT_SHARD_SIZE_MB,
                    "Input is processed in shards of about this many MB of text, cut at document boundaries. Bounds "
                    "memory; random-document segments and shuffling stay within a shard. Changes the output.")
 flags.DEFINE_float("progress_interval", 10.0, "Seconds between progress lines (0: none).")
@@ -74,7 +74,7 @@ def _output_files():
     if FLAGS.output_dir:
         if os.path.exists(FLAGS.output_dir) and not os.path.isdir(FLAGS.output_dir):
             raise fileio.OutputError(f"--output_dir {FLAGS.output_dir} is a file, not a directory")
-        return pretraining_data.output_shard_paths(FLAGS.output_dir, FLAGS.num_output_shards)
+        return pretraining.output_shard_paths(FLAGS.output_dir, FLAGS.num_output_shards)
     if not FLAGS.output_file:
         raise cli.UsageError("--output_file (or --output_dir) is required")
     return [p for p in FLAGS.output_file.split(",") if p]
@@ -111,14 +111,14 @@ def main(argv):
     output_files = _output_files()
     if FLAGS.parallel:
         logging.info("--parallel is implied: using --num_workers=%d", FLAGS.num_workers)
-    config = pretraining_data.PretrainingConfig(
+    config = pretraining.PretrainingConfig(
         max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob, ngram=FLAGS.ngram,
         dupe_factor=FLAGS.dupe_factor, random_seed=FLAGS.random_seed, do_whole_word_mask=FLAGS.do_whole_word_mask,
         favor_shorter_ngram=FLAGS.favor_shorter_ngram, random_next_sentence=FLAGS.random_next_sentence,
         do_permutation=FLAGS.do_permutation)
     logging.info("writing %s", ", ".join(output_files))
-    stats = pretraining_data.create_pretraining_data(
+    stats = pretraining.create_pretraining_data(
         FLAGS.input_file, output_files, spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case, config=config, num_workers=FLAGS.num_workers,
         shard_size_mb=FLAGS.shard_size_mb, progress=ProgressLog(FLAGS.progress_interval), input_what="--input_file",

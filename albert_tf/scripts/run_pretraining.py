@@ -84,7 +84,7 @@ DEMO_EVAL_BOOK = "gutenberg-chesterton-thursday.txt"
 
 def _build_demo_data(data_dir, defaults):
     """Pretraining records from the shipped corpus (one book held out for eval); reused when present."""
-    from albert_tf.data import pretraining_data  # pylint: disable=import-outside-toplevel
+    from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data  # pylint: disable=import-outside-toplevel
 
     train_file = os.path.join(data_dir, "train.tfrecord")
     eval_file = os.path.join(data_dir, "eval.tfrecord")
@@ -97,12 +97,11 @@ def _build_demo_data(data_dir, defaults):
     vocab_file = FLAGS.vocab_file
     spm_model_file = None if vocab_file and not FLAGS["spm_model_file"].present else \
         cli.flag_value("spm_model_file", defaults)
-    config = pretraining_data.PretrainingConfig(max_seq_length=cli.flag_value("max_seq_length", defaults),
-                                                max_predictions_per_seq=cli.flag_value("max_predictions_per_seq",
-                                                                                       defaults),
-                                                dupe_factor=2, random_seed=FLAGS.random_seed)
+    config = PretrainingConfig(max_seq_length=cli.flag_value("max_seq_length", defaults),
+                               max_predictions_per_seq=cli.flag_value("max_predictions_per_seq", defaults),
+                               dupe_factor=2, random_seed=FLAGS.random_seed)
     for inputs, output in ((train_books, train_file), (eval_books, eval_file)):
-        stats = pretraining_data.create_pretraining_data(
+        stats = create_pretraining_data(
             ",".join(inputs), [output], spm_model_file=spm_model_file, vocab_file=vocab_file,
             do_lower_case=FLAGS.do_lower_case, config=config, num_workers=FLAGS.num_workers)
         print(f"  {stats.instances} pretraining instances -> {output}")

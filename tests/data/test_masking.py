@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data import masking, records
-from albert_tf.data import pretraining_data as pdata
+from albert_tf.data import pretraining as pdata
 from albert_tf.errors import UsageError
 from tests.helpers import DATA_DIR, REPO, SPM, flag_args, subprocess_env, tiny_config, write_config
 

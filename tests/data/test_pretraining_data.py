@@ -1,14 +1,17 @@
 """Pretraining data creation: behaviour on the shipped corpus, round trip, reproducibility and errors."""
 
 import collections
+import dataclasses
 import glob
 import os
+import random
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.data import pretraining_data as pdata
+from albert_tf.data import pretraining as pdata
+from albert_tf.data.pretraining import instances, writers
 from albert_tf.text import tokenization
 from tests.data.original_algorithm import OriginalAlgorithm
 from tests.text.original_tokenization import original_ids, original_preprocess_text, sst2_lines_with_latex_quotes
@@ -42,8 +45,8 @@ def parse_all(paths, max_seq_length, slots):
 
 
 def run(tmp_path, name="out.tfrecord", inputs=None, outputs=1, **kwargs):
-    config_args = {k: kwargs.pop(k) for k in list(kwargs) if k in {f.name for f in
-                                                                    pdata.dataclasses.fields(pdata.PretrainingConfig)}}
+    config_args = {k: kwargs.pop(k) for k in list(kwargs)
+                   if k in {f.name for f in dataclasses.fields(pdata.PretrainingConfig)}}
     config_args.setdefault("dupe_factor", 1)
     config_args.setdefault("max_seq_length", 128)
     paths = [str(tmp_path / (f"{i}-{name}" if outputs > 1 else name)) for i in range(outputs)]
@@ -289,7 +292,7 @@ def test_byte_identical_across_worker_counts(tmp_path):
 
 def test_randbelow_draws_what_randint_draws():
     """The fast draw consumes the generator exactly as `randint(0, n - 1)` does (the output bytes rely on it)."""
-    ours, theirs = pdata.random.Random(3), pdata.random.Random(3)
+    ours, theirs = random.Random(3), random.Random(3)
     for n in [1, 2, 3, 5, 8, 127, 128, 129, 1000, 30000, 2 ** 31 + 7] * 50:
         assert pdata.randbelow(ours, n) == theirs.randint(0, n - 1)
     assert ours.getstate() == theirs.getstate()
@@ -303,7 +306,7 @@ def test_local_outputs_need_no_tensorflow(tmp_path):
 
     out = tmp_path / "no_tf.tfrecord"
     code = ("import sys\n"
-            "from albert_tf.data import pretraining_data as pdata\n"
+            "from albert_tf.data import pretraining as pdata\n"
             f"pdata.create_pretraining_data([{os.path.join(CORPUS_DIR, 'sample_text.txt')!r}], [{str(out)!r}], "
             f"spm_model_file={SPM!r}, num_workers=2, shard_size_mb=0.001, "
             "config=pdata.PretrainingConfig(max_seq_length=64, dupe_factor=2))\n"
@@ -322,7 +325,7 @@ def test_remote_writer_appends_worker_frames(tmp_path):
 
     part = tmp_path / "worker.tfrecord"
     part.write_bytes(tfrecord_writer.frame_records([b"b" * 70, b"", b"c"]))
-    writer = pdata._record_writer("ram://remote-writer/out.tfrecord")  # pylint: disable=protected-access
+    writer = writers._record_writer("ram://remote-writer/out.tfrecord")  # pylint: disable=protected-access
     writer.write(b"a")
     writer.append_file(str(part))
     writer.write_frame(tfrecord_writer.frame_records([b"d"]))
@@ -411,7 +414,7 @@ def test_permutation_moves_tokens_among_selected_positions():
     cdf = pdata.ngram_cdf(3)
     for seed in range(20):
         instance = (0, 60, 100, 162, 0)
-        positions, outputs = pdata.mask_instance(docs, instance, config, tables, pdata.random.Random(seed), cdf)
+        positions, outputs = pdata.mask_instance(docs, instance, config, tables, random.Random(seed), cdf)
         original = {p: int(tokens[p - 1] if p <= 60 else tokens[100 + p - 62]) for p in positions}
         permuted = [p for p, o in zip(positions, outputs) if o not in (tables.mask_id, pdata.KEEP)]
         assert len(positions) - len(permuted) <= 19 and 0 < len(permuted) <= 19
@@ -503,8 +506,8 @@ def test_sentencepiece_word_start_rule():
 
 
 def test_truncation_takes_from_the_longer_side():
-    truncate = pdata._truncate_pair  # pylint: disable=protected-access
-    rng = pdata.random.Random(0)
+    truncate = instances._truncate_pair  # pylint: disable=protected-access
+    rng = random.Random(0)
     for la, lb, limit in [(50, 10, 40), (10, 50, 40), (30, 30, 41), (30, 31, 41), (5, 5, 20)]:
         a0, a1, b0, b1 = truncate(100, 100 + la, 500, 500 + lb, limit, rng)
         assert 100 <= a0 <= a1 <= 100 + la and 500 <= b0 <= b1 <= 500 + lb

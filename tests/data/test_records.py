@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.data import pretraining_data as pdata
+from albert_tf.data import pretraining as pdata
 from albert_tf.data import records
 from tests.helpers import REPO as REPO_ROOT
 from tests.helpers import SPM

@@ -9,7 +9,9 @@ import signal
 import pytest
 
 from albert_tf import fileio
-from albert_tf.data import pretraining_data as pdata
+from albert_tf.data import pretraining as pdata
+from albert_tf.data import tfrecord_writer
+from albert_tf.data.pretraining import shards
 from albert_tf.errors import AlbertError, UsageError
 from tests.helpers import DATA_DIR, SPM, assert_one_line_error, leftovers, run_script, tmpfs, tree_snapshot
 
@@ -123,7 +125,7 @@ def test_write_error_names_the_output(tmp_path, monkeypatch):
     def full(self, record):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(pdata.tfrecord_writer.LocalRecordWriter, "write", full)
+    monkeypatch.setattr(tfrecord_writer.LocalRecordWriter, "write", full)
     out = tmp_path / "out" / "x.tfrecord"
     with pytest.raises(fileio.OutputError, match=f"--output_file {out}: No space left on device"):
         create(SAMPLE, [str(out)], output_what="--output_file")
@@ -176,14 +178,14 @@ def test_bad_inputs_in_process(tmp_path, monkeypatch, kind):
         bad.write_bytes(b"")
     elif kind == "unreadable":  # root reads a mode-000 file, so the OS refusal is simulated
         bad.write_text("Some text.\nMore text.\n")
-        real_open = pdata._open_binary  # pylint: disable=protected-access
+        real_open = shards._open_binary  # pylint: disable=protected-access
 
         def refuse(path):
             if path == str(bad):
                 raise PermissionError(13, "Permission denied", path)
             return real_open(path)
 
-        monkeypatch.setattr(pdata, "_open_binary", refuse)
+        monkeypatch.setattr(shards, "_open_binary", refuse)
     else:
         bad.mkdir()
     before = tree_snapshot(tmp_path)

@@ -544,7 +544,7 @@ def test_multi_worker_with_two_processes_equals_one_device(
 
 # ----------------------------------------------------------------- errors
 def test_records_of_another_length_are_refused_naming_it(tmp_path, spm_model_file, pretraining_records):
-    from albert_tf.data.pretraining_data import PretrainingConfig, create_pretraining_data
+    from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data
 
     short = str(tmp_path / "short.tfrecord")
     create_pretraining_data(os.path.join(REPO, "data", "corpus", "sample_text.txt"), [short],

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.data import pretraining_data as pdata
+from albert_tf.data import pretraining as pdata
 from albert_tf.data import records
 from albert_tf.text.tokenization import FullTokenizer, encode_pair
 
