@@ -29,7 +29,7 @@ import os
 
 from absl import flags, logging
 
-from albert_tf import cli
+from albert_tf import cli, fileio
 from albert_tf.errors import MissingDataError, UsageError
 
 OUTPUT_FORMATS = ("original", "huggingface", "native")
@@ -107,6 +107,13 @@ def output_files(output_path, output_format):
     return prefix, config_path, [prefix + ".index"] + glob.glob(glob.escape(prefix) + ".data-*")
 
 
+def _input_files(input_checkpoint):
+    """The files of the input: everything under a directory, else the files of a prefix (and the path)."""
+    if os.path.isdir(input_checkpoint):
+        return [os.path.join(d, name) for d, _, names in os.walk(input_checkpoint) for name in names]
+    return [input_checkpoint, *glob.glob(glob.escape(input_checkpoint) + ".*")]
+
+
 def _existing_output(files, config_path, config):
     """The output files already present (an identical albert_config.json beside a prefix is not a conflict)."""
     from albert_tf.config import AlbertConfig, ConfigError  # pylint: disable=import-outside-toplevel
@@ -163,6 +170,11 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
     if existing and not overwrite:
         raise UsageError(f"--output_path {output_path!r} already holds {', '.join(existing)}; pass "
                              "--overwrite to replace it")
+    write_config = config_path in existing or not os.path.exists(config_path)
+    fileio.refuse_inputs_as_outputs(
+        [("--output_path", path) for path in [target, *files] + ([config_path] if write_config else [])],
+        [("--input_checkpoint", path) for path in _input_files(input_checkpoint)]
+        + [("--albert_config_file", albert_config_file)])
 
     model = AlbertForPretraining(config)
     result = checkpoints.load_checkpoint(model, backbone if backbone is not None else input_checkpoint,
@@ -179,8 +191,8 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
         from albert_tf.checkpoints import native  # pylint: disable=import-outside-toplevel
 
         root = native.partial_root(model, missing_ids) if missing_ids else model
-        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
-        tf.train.Checkpoint(model=root).write(target)
+        with fileio.atomic_prefix(target, f"--output_path {target}") as staged:
+            tf.train.Checkpoint(model=root).write(staged)
     else:
         arrays = {e.name: e.to_tf1(e.variable.numpy()) for e in tf1_entries(model)
                   if id(e.variable) not in missing_ids}
@@ -188,7 +200,8 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
             original.write_tf1(arrays, target)
         else:
             huggingface.write_hf(arrays, config, target)
-    config.to_json_file(config_path)
+    if write_config:
+        fileio.write_text(config_path, config.to_json_string())
     logging.info("Wrote %s (%s format, %d weights) and %s", target, output_format,
                  len(model.weights) - len(missing_ids), config_path)
     return result

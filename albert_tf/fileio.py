@@ -216,6 +216,30 @@ def atomic_path(path, what=None, directory=False, replace_directory_ok=False):
 
 
 @contextlib.contextmanager
+def atomic_prefix(prefix, what=None):
+    """Yields a temporary prefix to write a TF checkpoint (`<prefix>.index`, `<prefix>.data-*`) through, in the
+    staging folder of its directory; moves its files into place when the block succeeds, the `.index` last, so a
+    reader never finds an index without its data. On failure nothing of it is left."""
+    what = what or prefix
+    refuse_inputs_as_outputs([(what, prefix + ".index")], _protected)
+    try:
+        _makedirs(_split(prefix)[0])
+        tmp = staging_path(prefix, directory=True)
+    except (OSError, _tf().errors.OpError) as err:
+        raise OutputError(f"cannot write {what}: {describe(err)}") from None
+    join = posixpath.join if is_remote(tmp) else os.path.join
+    try:
+        yield join(tmp, "ckpt")
+        for name in sorted(_gfile().listdir(tmp), key=lambda n: n.endswith(".index")):
+            _gfile().rename(join(tmp, name), prefix + name[len("ckpt"):], overwrite=True)
+    except (OSError, _tf().errors.OpError) as err:
+        raise OutputError(f"cannot write {what}: {describe(err)}") from None
+    finally:
+        _remove_quietly(tmp)
+        _remove_empty_sidecar(tmp)
+
+
+@contextlib.contextmanager
 def atomic_write(path, mode="w", what=None):
     """Yields a file object writing `path` atomically (see `atomic_path`)."""
     with atomic_path(path, what) as tmp:

@@ -13,6 +13,7 @@ import numpy as np
 from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
+from albert_tf import fileio
 from albert_tf.checkpoints.errors import CheckpointMismatchError, CorruptCheckpointError
 from albert_tf.config import AlbertConfig, ConfigError
 
@@ -130,7 +131,6 @@ def read_config(path):
 
 def write_hf(arrays, config, directory):
     """Writes `{tf1_name: array}` as `model.safetensors` + `config.json` in `directory` (atomically per file)."""
-    os.makedirs(directory, exist_ok=True)
     tensors = {}
     for name, array in arrays.items():
         mapped = hf_name(name)
@@ -140,11 +140,7 @@ def write_hf(arrays, config, directory):
         tensors[key] = np.ascontiguousarray(array.T if transposed else array, dtype=np.float32)
     if "predictions.bias" in tensors:  # decoder.weight is tied to the word embeddings and not stored
         tensors["predictions.decoder.bias"] = tensors["predictions.bias"]
-    weights_path = os.path.join(directory, "model.safetensors")
-    save_file(tensors, weights_path + ".tmp", metadata={"format": "pt"})
-    os.replace(weights_path + ".tmp", weights_path)
-    config_path = os.path.join(directory, "config.json")
-    with open(config_path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(config.to_hf_dict(), f, indent=2, sort_keys=True)
-    os.replace(config_path + ".tmp", config_path)
+    with fileio.atomic_path(os.path.join(directory, "model.safetensors")) as tmp:
+        save_file(tensors, tmp, metadata={"format": "pt"})
+    fileio.write_json(os.path.join(directory, "config.json"), config.to_hf_dict())
     return directory

@@ -9,13 +9,11 @@ shape and whether the matrix is stored transposed (`cls/seq_relationship/output_
 import dataclasses
 import os
 import re
-import shutil
-import tempfile
 
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import keras_internals
+from albert_tf import fileio, keras_internals
 from albert_tf.model import AlbertClassifier, AlbertForMultipleChoice, AlbertForPretraining, AlbertForSquad, AlbertModel
 
 # Names in TF1 checkpoints that are training state, not weights.
@@ -190,22 +188,10 @@ def read_tf1(path):
 
 
 def write_tf1(arrays, prefix):
-    """Writes `{name: array}` as a TF1 name-based checkpoint at `prefix` (the original's format).
-
-    The files are written under a temporary prefix and then moved into place, so a crash never leaves a
-    half-written checkpoint at `prefix`.
-    """
-    directory = os.path.dirname(os.path.abspath(prefix))
-    os.makedirs(directory, exist_ok=True)
-    tmp_dir = tempfile.mkdtemp(prefix=".tmp-ckpt-", dir=directory)
-    try:
-        tmp_prefix = os.path.join(tmp_dir, "ckpt")
-        names = sorted(arrays)
-        with tf.device("/cpu:0"):
-            tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names, shape_and_slices=[""] * len(names),
-                              tensors=[tf.convert_to_tensor(arrays[n]) for n in names])
-        for filename in os.listdir(tmp_dir):
-            os.replace(os.path.join(tmp_dir, filename), os.path.abspath(prefix) + filename[len("ckpt"):])
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+    """Writes `{name: array}` as a TF1 name-based checkpoint at `prefix` (the original's format), through a
+    temporary prefix (`fileio.atomic_prefix`), so a crash never leaves a half-written checkpoint at `prefix`."""
+    names = sorted(arrays)
+    with fileio.atomic_prefix(prefix) as tmp_prefix, tf.device("/cpu:0"):
+        tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                          tensors=[tf.convert_to_tensor(arrays[n]) for n in names])
     return prefix

@@ -58,8 +58,14 @@ def main(argv):
         if len(text_columns) not in (1, 2) or min(text_columns) < 0:
             raise cli.UsageError("--text_columns takes one or two non-negative column numbers")
 
+    from albert_tf import fileio  # pylint: disable=import-outside-toplevel
     from albert_tf.serving import predict  # pylint: disable=import-outside-toplevel
 
+    if FLAGS.output_file != "-":
+        fileio.refuse_inputs_as_outputs(
+            [("--output_file", FLAGS.output_file)],
+            [("--input_file", FLAGS.input_file), ("--export_dir", FLAGS.export_dir),
+             ("--encoder_dir", FLAGS.encoder_dir)])
     if FLAGS.request_json:
         if FLAGS.request_json == "-":
             text = predict.decode_text(sys.stdin.buffer.read(), "<stdin>")

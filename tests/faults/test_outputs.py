@@ -94,3 +94,30 @@ def test_is_export_knows_every_export_layout(tmp_path):
     assert not savedmodel.is_export(make(tmp_path / "g", "model.tflite", "tflite_info.json", "other.model"))
     assert not savedmodel.is_export(make(tmp_path / "h", "ckpt-4.index", "checkpoint"))
     assert not savedmodel.is_export(make(tmp_path / "i"))
+
+
+def test_convert_refuses_to_write_over_its_input(training_output, tmp_path):
+    from albert_tf import convert  # pylint: disable=import-outside-toplevel
+
+    out = _copy(training_output, tmp_path / "out")
+    prefix = str(out / "best_checkpoint" / "ckpt-4")
+    before = tree_snapshot(out)
+    with pytest.raises(convert.UsageError, match=rf"--output_path {prefix} would overwrite the input "
+                                                 rf"--input_checkpoint {prefix}"):
+        convert.run(["convert", f"--input_checkpoint={prefix}", f"--output_path={prefix}", "--output_format=native",
+                     f"--albert_config_file={out}/albert_config.json", "--overwrite"])
+    assert tree_snapshot(out) == before
+    # beside the input, with the same config there: written, the input and its config untouched
+    convert.run(["convert", f"--input_checkpoint={prefix}", f"--output_path={out}/best_checkpoint/native",
+                 "--output_format=native", f"--albert_config_file={out}/albert_config.json"])
+    assert {p: h for p, h in tree_snapshot(out).items() if p in before} == before
+    assert os.path.exists(out / "best_checkpoint" / "native.index") and leftovers(out) == []
+
+
+def test_predict_refuses_an_output_file_that_is_its_input(tmp_path):
+    texts = tmp_path / "reviews.txt"
+    texts.write_text("a gorgeous film\n")
+    result = run_script("predict.py", [f"--export_dir={tmp_path}", f"--input_file={texts}",
+                                       f"--output_file={tmp_path}/./reviews.txt"])
+    assert_one_line_error(result, "--output_file", f"--input_file {texts}", status=2)
+    assert texts.read_text() == "a gorgeous film\n"
