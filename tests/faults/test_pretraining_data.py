@@ -96,6 +96,18 @@ def test_disk_full(tmp_path, flag, workers):
         assert leftovers(disk) == []
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_outputs_on_a_mount_point_of_their_own(tmp_path, workers):
+    """The output folder is its own filesystem (a Docker volume): the records are staged in it and renamed into
+    place (no "Invalid cross-device link"), and nothing is written beside it."""
+    with tmpfs(tmp_path / "volume", "16m") as volume:
+        create([SAMPLE], [os.path.join(volume, "a.tfrecord"), os.path.join(volume, "b.tfrecord")],
+               num_workers=workers)
+        assert sorted(os.listdir(volume)) == ["a.tfrecord", "b.tfrecord"]
+        assert all(os.path.getsize(os.path.join(volume, n)) > 0 for n in os.listdir(volume))
+    assert os.listdir(tmp_path) == ["volume"]
+
+
 def test_stopped_workers_print_nothing(tmp_path, capfd):
     """The scripts turn SIGTERM into KeyboardInterrupt in the parent; workers stopped by the pool's `terminate()`
     must not inherit that handler (each would print a KeyboardInterrupt traceback)."""

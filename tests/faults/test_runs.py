@@ -62,10 +62,10 @@ def test_an_empty_eval_input_file_is_refused_before_training(pretraining_records
 
 
 def test_a_full_disk_keeps_the_last_good_checkpoint(config_file, tmp_path):
-    """The first checkpoint fits the disk, the second does not: one line naming the output directory, the first
-    checkpoint intact and readable, no `ckpt-N_temp` left."""
-    with tmpfs(tmp_path / "disk", size="9m") as disk:
-        out = os.path.join(disk, "out")
+    """The output directory is a disk of its own (a mount point) where the first checkpoint fits and the second
+    does not: one line naming the output directory, the first checkpoint intact and readable, no `ckpt-N_temp`
+    left."""
+    with tmpfs(tmp_path / "disk", size="9m") as out:
         args = classifier_args(config_file, out)
         args = [a for a in args if not a.startswith(("--train_step", "--save_checkpoints_steps"))]
         result = run_script("run_classifier.py", [*args, "--train_step=4", "--save_checkpoints_steps=1",
