@@ -26,6 +26,7 @@ from albert_tf.tasks.pretraining import AlbertPretrainer, PretrainingParams, run
 from albert_tf.train import distribution
 from albert_tf.train.distribution import StrategyError
 from albert_tf.train.optimization import LAMB, create_optimizer
+from tests.helpers import tree_snapshot
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "run_pretraining.py")
@@ -562,9 +563,12 @@ def test_output_dir_of_a_different_model_is_refused(tmp_path, pretraining_record
     out = tmp_path / "out"
     out.mkdir()
     AlbertConfig.from_dict({**_tiny().to_dict(), "num_hidden_layers": 3}).to_json_file(str(out / "albert_config.json"))
+    (out / "ckpt-7.index").write_text("")
+    (out / "checkpoint").write_text('model_checkpoint_path: "ckpt-7"\n')
+    before = tree_snapshot(out)
     with pytest.raises(ValueError, match=r"different model.*num_hidden_layers"):
         run_pretraining(_params(pretraining_records, out))
-    assert not glob.glob(str(out / "ckpt-*"))
+    assert tree_snapshot(out) == before
 
 
 def test_init_checkpoint_of_another_config_is_refused_naming_the_variable(tmp_path, pretraining_records):
