@@ -28,7 +28,7 @@ _SNIFF_BYTES = 1 << 16
 class InputShard:
     """A byte range `[start, end)` of one input file that begins and ends at document boundaries."""
 
-    index: int          # position among all shards of the run (the output order)
+    index: int          # position among all shards of the run (the output order; -1 under Beam)
     file_index: int     # position of the file in the expanded input list
     shard_in_file: int  # position of the shard inside its file
     path: str
@@ -78,8 +78,20 @@ def _reading(path):
         raise PretrainingDataError(f"cannot read input file {path!r}: {err.strerror or err}") from None
 
 
+# How remote inputs (gs://, s3://, ...) are opened and sized: TensorFlow's gfile unless `use_remote_io` installed
+# other functions (the Beam pipeline installs Beam's file systems in its workers). Local paths are always `open`.
+_REMOTE_IO = {}
+
+
+def use_remote_io(open_binary, file_size):
+    """Reads remote input paths with `open_binary(path)` (a seekable binary file object) and `file_size(path)`."""
+    _REMOTE_IO.update(open=open_binary, size=file_size)
+
+
 def _open_binary(path):
     if fileio.is_remote(path):
+        if "open" in _REMOTE_IO:
+            return _REMOTE_IO["open"](path)
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         return tf.io.gfile.GFile(path, "rb")
@@ -88,20 +100,23 @@ def _open_binary(path):
 
 def _file_size(path):
     if fileio.is_remote(path):
+        if "size" in _REMOTE_IO:
+            return _REMOTE_IO["size"](path)
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         return tf.io.gfile.stat(path).length
     return os.path.getsize(path)
 
 
-def check_input_file(path, head=None):
+def check_input_file(path, head=None, size=None):
     """Raises `PretrainingDataError` if `path` is empty, holds only whitespace, or looks binary.
 
     "Binary" means a NUL byte, or more than 5% of control bytes (other than tab/newline/CR/FF/VT), in the first
     64 KiB. Text that is not valid UTF-8 is accepted; invalid bytes are dropped when reading, as the original's
     `convert_to_unicode` does.
     """
-    size = _file_size(path)
+    if size is None:
+        size = _file_size(path)
     if size == 0:
         raise PretrainingDataError(f"input file {path!r} is empty; expected text, one sentence per line")
     if head is None:
@@ -124,36 +139,51 @@ def _blank(line_bytes):
     return not line_bytes.decode("utf-8", "ignore").split()
 
 
-def plan_shards(files, shard_size_mb=DEFAULT_SHARD_SIZE_MB):
-    """Checks each input file and cuts it into `InputShard`s of about `shard_size_mb` MB.
+def file_cuts(path, shard_bytes):
+    """Checks one input file and returns its shard boundaries `[0, cut, ..., size]` (byte offsets).
 
-    A cut is placed at the first blank line at or after each multiple of the shard size, so every shard holds whole
-    documents; the documents are the same as reading the file in one piece.
+    The shard rule (`plan_shards`): a cut is placed at the first blank line at or after `shard_bytes` past the
+    previous cut. Only the file's first 64 KiB and the few lines after each target offset are read, so this runs
+    wherever the file is read (the local tool's parent, a Beam worker).
     """
+    with _reading(path), _open_binary(path) as f:
+        size = _file_size(path)
+        check_input_file(path, f.read(_SNIFF_BYTES), size)
+        cuts = [0]
+        while size - cuts[-1] > shard_bytes:
+            f.seek(cuts[-1] + shard_bytes - 1)
+            f.readline()  # finish the line holding the target byte; we are now at a line start
+            cut = None
+            while True:
+                line = f.readline()
+                if not line:
+                    break
+                if _blank(line):
+                    cut = f.tell()
+                    break
+            if cut is None or cut >= size:
+                break
+            cuts.append(cut)
+        cuts.append(size)
+    return cuts
+
+
+def shard_bytes_of(shard_size_mb):
+    """The shard size in bytes of `shard_size_mb` (checked)."""
     if shard_size_mb <= 0:
         raise PretrainingDataError(f"shard_size_mb must be positive, got {shard_size_mb}")
-    shard_bytes = max(1, int(shard_size_mb * 1e6))
+    return max(1, int(shard_size_mb * 1e6))
+
+
+def plan_shards(files, shard_size_mb=DEFAULT_SHARD_SIZE_MB):
+    """Checks each input file and cuts it into `InputShard`s of about `shard_size_mb` MB (`file_cuts`).
+
+    Every shard holds whole documents; the documents are the same as reading the file in one piece.
+    """
+    shard_bytes = shard_bytes_of(shard_size_mb)
     shards = []
     for file_index, path in enumerate(files):
-        with _reading(path), _open_binary(path) as f:
-            size = _file_size(path)
-            check_input_file(path, f.read(_SNIFF_BYTES))
-            cuts = [0]
-            while size - cuts[-1] > shard_bytes:
-                f.seek(cuts[-1] + shard_bytes - 1)
-                f.readline()  # finish the line holding the target byte; we are now at a line start
-                cut = None
-                while True:
-                    line = f.readline()
-                    if not line:
-                        break
-                    if _blank(line):
-                        cut = f.tell()
-                        break
-                if cut is None or cut >= size:
-                    break
-                cuts.append(cut)
-            cuts.append(size)
+        cuts = file_cuts(path, shard_bytes)
         for shard_in_file, (start, end) in enumerate(zip(cuts[:-1], cuts[1:])):
             shards.append(InputShard(len(shards), file_index, shard_in_file, path, start, end))
     return shards
