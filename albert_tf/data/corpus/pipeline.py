@@ -1,0 +1,92 @@
+"""`prepare_corpus`: input files → documents → cleaning → sentences → shards, in one streaming pass.
+
+Documents are handled one at a time in input order (files sorted per glob), so memory does not grow with the
+corpus (only the duplicate digests do, 16 bytes per kept document) and the output depends only on the inputs and
+the options.
+"""
+
+import dataclasses
+import time
+
+from albert_tf.data.corpus import readers, sentences
+from albert_tf.data.corpus.cleaning import Cleaner, CleaningOptions
+from albert_tf.data.corpus.writer import ShardWriter
+
+
+@dataclasses.dataclass
+class CorpusStats:
+    """What a run read, dropped and wrote (also the progress reported while it runs)."""
+
+    files_total: int = 0
+    files_done: int = 0
+    bytes_total: int = 0
+    bytes_done: int = 0
+    documents_read: int = 0
+    dropped_empty: int = 0
+    dropped_short: int = 0
+    dropped_duplicate: int = 0
+    documents_written: int = 0
+    sentences_written: int = 0
+    bytes_written: int = 0
+    elapsed_seconds: float = 0.0
+    outputs: list = dataclasses.field(default_factory=list)
+
+    def summary(self):
+        secs = max(self.elapsed_seconds, 1e-9)
+        lines = [
+            f"read {self.files_total} files, {self.bytes_total / 1e6:.1f} MB, {self.documents_read} documents in "
+            f"{self.elapsed_seconds:.1f} s ({self.bytes_total / 1e6 / secs:.2f} MB/s)",
+            f"dropped {self.dropped_empty} empty, {self.dropped_short} shorter than --min_document_chars, "
+            f"{self.dropped_duplicate} exact duplicates",
+            f"wrote {self.documents_written} documents, {self.sentences_written} sentences, "
+            f"{self.bytes_written / 1e6:.1f} MB into {len(self.outputs)} file(s): "
+            + (", ".join(self.outputs) if len(self.outputs) <= 4 else f"{self.outputs[0]} ... {self.outputs[-1]}"),
+        ]
+        return "\n".join(lines)
+
+
+def prepare_corpus(input_files, output_file, *, input_format="auto", text_field="text", document_per_file=False,
+                   cleaning=CleaningOptions(), num_shards=1, shard_bytes=0, progress=None, progress_every=1000,
+                   what="--output_file"):
+    """Converts `input_files` (paths, in order) into the pretraining input format at `output_file` (see
+    `writer.ShardWriter` for `num_shards` / `shard_bytes`); returns `CorpusStats`.
+
+    `progress(stats)` is called every `progress_every` documents, after each file, and at the end.
+    """
+    start = time.monotonic()
+    stats = CorpusStats(files_total=len(input_files))
+    sizes = [readers.file_size(path) for path in input_files]
+    stats.bytes_total = sum(sizes)
+    cleaner = Cleaner(cleaning)
+    split = sentences.split_sentences
+    progress = progress or (lambda stats: None)
+
+    def update(done_before, corpus_file=None):
+        stats.bytes_done = done_before + (corpus_file.bytes_read if corpus_file else 0)
+        stats.elapsed_seconds = time.monotonic() - start
+        stats.documents_read = cleaner.counts["read"]
+
+    with ShardWriter(output_file, num_shards, shard_bytes, what) as writer:
+        done = 0
+        for path, size in zip(input_files, sizes):
+            corpus_file = readers.CorpusFile(path, input_format, text_field, document_per_file)
+            for document in corpus_file.documents():
+                paragraphs = cleaner.clean(document.paragraphs)
+                if paragraphs is not None:
+                    doc_sentences = [s for p in paragraphs for s in split(p)]
+                    if doc_sentences:
+                        writer.write(doc_sentences)
+                if cleaner.counts["read"] % progress_every == 0:
+                    update(done, corpus_file)
+                    progress(stats)
+            done += size
+            stats.files_done += 1
+            update(done)
+            progress(stats)
+    counts = cleaner.counts
+    stats.dropped_empty, stats.dropped_short, stats.dropped_duplicate = (
+        counts["empty"], counts["short"], counts["duplicate"])
+    stats.documents_written, stats.sentences_written = writer.documents, writer.sentences
+    stats.bytes_written, stats.outputs = writer.bytes_written, list(writer.paths)
+    stats.elapsed_seconds = time.monotonic() - start
+    return stats

@@ -1,0 +1,52 @@
+"""Paragraphs into sentences: Bling Fire's sentence breaker, after a split at Chinese and Japanese sentence-final
+punctuation (。！？ and the closing quotes or brackets after them).
+
+Bling Fire was chosen by `bench/bench_sentence_split.py` (docs/corpus.md, "Sentence splitting"): it is a compiled
+finite-state machine that needs no model download, and the fastest and most accurate of the candidates measured.
+"""
+
+import re
+
+from albert_tf.errors import UsageError
+
+# A CJK sentence ends at ideographic or fullwidth final punctuation, with any closing quotes or brackets after it.
+_CJK_END = re.compile(r"[。！？｡]+[」』”’）》〉】〕\"')\]]*")
+# Bling Fire is only asked about pieces that hold a Latin sentence end.
+_LATIN_END = re.compile(r"[.!?]")
+
+_breaker = None
+
+
+def _bling_fire():
+    global _breaker  # pylint: disable=global-statement
+    if _breaker is None:
+        try:
+            import blingfire  # pylint: disable=import-outside-toplevel
+        except (ImportError, OSError) as err:  # OSError: its native library does not load on this platform
+            raise UsageError(f"the sentence splitter Bling Fire is not available ({err}); install it with "
+                             "`pip install blingfire==0.1.8` (see requirements.txt)") from None
+        _breaker = blingfire.text_to_sentences
+    return _breaker
+
+
+def cjk_pieces(text):
+    """`text` cut after each CJK sentence end (see the module docstring); the pieces keep their characters."""
+    pieces, start = [], 0
+    for match in _CJK_END.finditer(text):
+        if match.end() < len(text):
+            pieces.append(text[start:match.end()])
+            start = match.end()
+    pieces.append(text[start:])
+    return pieces
+
+
+def split_sentences(paragraph):
+    """The sentences of one paragraph (a string without line breaks), stripped, none empty."""
+    breaker = _bling_fire()
+    sentences = []
+    for piece in cjk_pieces(paragraph) if _CJK_END.search(paragraph) else (paragraph,):
+        if _LATIN_END.search(piece):
+            sentences.extend(breaker(piece).split("\n"))
+        else:
+            sentences.append(piece)
+    return [s for s in (s.strip() for s in sentences) if s]

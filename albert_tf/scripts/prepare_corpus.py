@@ -1,0 +1,139 @@
+"""Turns raw text into the input of `create_pretraining_data.py`: one sentence per line, a blank line between
+documents, written in shards.
+
+Inputs (--input_file, comma-separated files or globs): plain text (documents separated by blank lines, or one per
+file with --document_per_file) or JSON Lines with a --text_field (what `wikiextractor --json` and most dataset dumps
+write; a blank line inside a text is a paragraph break), each optionally .gz or .bz2. The format follows the
+extension (.txt; .jsonl, .json) unless --input_format says otherwise. Sentences are split with Bling Fire, Chinese
+and Japanese at their own sentence-final punctuation. Cleaning, each step can be turned off: whitespace normalised,
+documents under --min_document_chars dropped, exact duplicates dropped; the counts are reported at the end.
+
+The same inputs and flags give byte-identical output. Formats, flags, the splitter choice and the rates are in
+`docs/corpus.md`.
+
+Examples:
+  python prepare_corpus.py --input_file='extracted/*/wiki_*' --output_file=/data/wiki --num_output_shards=64
+  python prepare_corpus.py --input_file=books.jsonl.gz,'more/*.txt' --output_file=/tmp/corpus.txt
+  python create_pretraining_data.py --input_file='/data/wiki-*' ...
+"""
+
+import os
+
+from absl import flags, logging
+
+from albert_tf import cli, fileio
+from albert_tf.data import corpus
+from albert_tf.data.corpus import readers, writer
+from albert_tf.data.pretraining.shards import expand_input_patterns
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("input_file", None, "Input files: comma-separated paths or glob patterns (text or JSON Lines, "
+                    "optionally .gz or .bz2).")
+flags.DEFINE_string("output_file", None, "Output file; with several shards the prefix of "
+                    "`<prefix>-0000i-of-0000N.txt` (a trailing .txt is dropped from the prefix).")
+flags.DEFINE_enum("input_format", "auto", ["auto", *readers.FORMATS],
+                  "Input format; auto: by extension (.txt text; .jsonl, .json jsonl; after .gz/.bz2), else jsonl "
+                  "when a file starts with '{', else text.")
+flags.DEFINE_string("text_field", "text", "The JSON Lines field holding a document's text.")
+flags.DEFINE_bool("document_per_file", False, "Text files: each file is one document (blank lines separate its "
+                  "paragraphs) instead of blank lines separating documents.")
+flags.DEFINE_integer("num_output_shards", 1, "Number of output files; documents go round-robin.")
+flags.DEFINE_float("shard_size_mb", 0, "Instead of --num_output_shards: start a new shard after this many MB "
+                   "(0: off).")
+flags.DEFINE_bool("normalize_whitespace", True, "Turn runs of whitespace into one space and drop control "
+                  "characters (line breaks inside a paragraph always become spaces).")
+flags.DEFINE_integer("min_document_chars", 50, "Drop documents with fewer characters than this (after cleaning; "
+                     "0 keeps all but empty ones).")
+flags.DEFINE_bool("deduplicate", True, "Drop documents whose cleaned text equals an earlier one's.")
+flags.DEFINE_float("progress_interval", 10.0, "Seconds between progress lines (0: none).")
+
+
+class ProgressLog:
+    """Logs a progress line at most every `interval` seconds."""
+
+    def __init__(self, interval):
+        self.interval = interval
+        self.last = 0.0
+
+    def __call__(self, s):
+        if self.interval <= 0 or s.elapsed_seconds - self.last < self.interval:
+            return
+        self.last = s.elapsed_seconds
+        secs = max(s.elapsed_seconds, 1e-9)
+        share = s.bytes_done / max(s.bytes_total, 1)
+        eta = f", about {secs / share - secs:.0f} s left" if 0 < share < 1 else ""
+        logging.info("files %d/%d, %.1f/%.1f MB (%.2f MB/s), %d documents%s", s.files_done, s.files_total,
+                     s.bytes_done / 1e6, s.bytes_total / 1e6, s.bytes_done / 1e6 / secs, s.documents_read, eta)
+
+
+def _check_outputs(inputs):
+    """Refuses, before anything is written, an output that is one of the inputs."""
+    inputs = [("--input_file", path) for path in inputs]
+    if FLAGS.shard_size_mb:
+        pattern = writer.shard_pattern(FLAGS.output_file)
+        directory = os.path.dirname(os.path.abspath(FLAGS.output_file))
+        for what, path in inputs:
+            if pattern.match(os.path.basename(path)) and os.path.dirname(os.path.abspath(path)) == directory:
+                raise cli.UsageError(f"--output_file {FLAGS.output_file} would write shards over the input {what} "
+                                     f"{path}; write the output elsewhere")
+    else:
+        outputs = writer.shard_paths(FLAGS.output_file, FLAGS.num_output_shards)
+        fileio.refuse_inputs_as_outputs([("--output_file", path) for path in outputs], inputs)
+
+
+def _warn_stale_shards(outputs):
+    """Shards of an earlier run with another count, which a glob `<prefix>-*` would read too."""
+    if fileio.is_remote(FLAGS.output_file):
+        return
+    directory = os.path.dirname(os.path.abspath(FLAGS.output_file))
+    pattern = writer.shard_pattern(FLAGS.output_file)
+    written = {os.path.abspath(p) for p in outputs}
+    stale = sorted(name for name in os.listdir(directory)
+                   if pattern.match(name) and os.path.join(directory, name) not in written)
+    if stale:
+        logging.warning("%s holds %d shard(s) of an earlier run with another count (%s ...), which a glob of "
+                        "this prefix reads too; remove them", directory, len(stale), stale[0])
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise cli.UsageError(f"unexpected arguments: {argv[1:]}")
+    if not FLAGS.input_file:
+        raise cli.UsageError("--input_file is required")
+    if not FLAGS.output_file:
+        raise cli.UsageError("--output_file is required")
+    if FLAGS.num_output_shards < 1:
+        raise cli.UsageError("--num_output_shards must be at least 1")
+    if FLAGS.shard_size_mb < 0 or FLAGS.min_document_chars < 0:
+        raise cli.UsageError("--shard_size_mb and --min_document_chars must not be negative")
+    if FLAGS.shard_size_mb and FLAGS["num_output_shards"].present:
+        raise cli.UsageError("give --num_output_shards or --shard_size_mb, not both")
+    if not FLAGS.text_field:
+        raise cli.UsageError("--text_field must not be empty")
+    inputs = expand_input_patterns(FLAGS.input_file, what="--input_file")
+    _check_outputs(inputs)
+    cleaning = corpus.CleaningOptions(normalize_whitespace=FLAGS.normalize_whitespace,
+                                      min_document_chars=FLAGS.min_document_chars, deduplicate=FLAGS.deduplicate)
+    logging.info("reading %d file(s) into %s", len(inputs), FLAGS.output_file)
+    with fileio.inputs_protected([("--input_file", path) for path in inputs]):
+        stats = corpus.prepare_corpus(
+            inputs, FLAGS.output_file, input_format=FLAGS.input_format, text_field=FLAGS.text_field,
+            document_per_file=FLAGS.document_per_file, cleaning=cleaning,
+            num_shards=0 if FLAGS.shard_size_mb else FLAGS.num_output_shards,
+            shard_bytes=int(FLAGS.shard_size_mb * 1e6), progress=ProgressLog(FLAGS.progress_interval))
+    for line in stats.summary().splitlines():
+        logging.info("%s", line)
+    if stats.documents_written == 0:
+        logging.warning("no document was written (all empty, short or duplicate?)")
+    _warn_stale_shards(stats.outputs)
+    return 0
+
+
+def run():
+    """The console command: `main` under `albert_tf.cli.run`."""
+    cli.run(main, __doc__)
+
+
+if __name__ == "__main__":
+    run()
