@@ -427,13 +427,15 @@ def _block_kernel_casts(model, inputs, training):
                and tuple(op.inputs[0].shape) in shapes)
 
 
-def test_shared_block_weights_are_cast_once_per_forward_at_inference(policy):
+@pytest.mark.parametrize("hidden_size, heads", [(32, 2), (36, 3)])
+def test_shared_block_weights_are_cast_once_per_forward_at_inference(policy, hidden_size, heads):
     """At inference each shared block's kernels are cast once per forward, not once per layer; in training
     once per layer (each layer's gradient then passes through its own cast into float32). The two give the
-    same outputs: head size 16 makes the attention scale 1/4, which gives the same values whether training folds
-    it into the query kernel or inference applies it to the scores."""
-    config = _small_config(num_hidden_layers=4, num_hidden_groups=2, inner_group_num=2, hidden_size=32,
-                           intermediate_size=64)
+    same outputs: with head size 16 the attention scale 1/4 gives bit-identical values whether training folds it
+    into the query kernel or inference applies it to the scores; with head size 12 (a scale 1/sqrt(12) that
+    rounds) they agree to the 16-bit policy's precision."""
+    config = _small_config(num_hidden_layers=4, num_hidden_groups=2, inner_group_num=2, hidden_size=hidden_size,
+                           num_attention_heads=heads, intermediate_size=64)
     model = _built(AlbertModel, config)
     inputs = {k: tf.constant(v) for k, v in _inputs().items() if k != "masked_lm_positions"}
     kernels_per_block = 6  # query, key, value, attention output, intermediate, output
@@ -441,4 +443,9 @@ def test_shared_block_weights_are_cast_once_per_forward_at_inference(policy):
     assert _block_kernel_casts(model, inputs, training=True) == 4 * 2 * kernels_per_block
     inference, training = model(inputs, training=False), model(inputs, training=True)
     for key in ("sequence_output", "pooled_output"):
-        np.testing.assert_array_equal(_array(inference[key]), _array(training[key]), err_msg=key)
+        if hidden_size // heads == 16:
+            np.testing.assert_array_equal(_array(inference[key]), _array(training[key]), err_msg=key)
+        else:
+            np.testing.assert_allclose(_array(inference[key]), _array(training[key]), rtol=0, atol=0.05,
+                                       err_msg=key)
+            assert np.abs(_array(inference[key]) - _array(training[key])).max() > 0  # not the bit-identical case

@@ -107,8 +107,10 @@ def test_text_export_answers_what_run_squad_predicts_in_later_windows(tmp_path, 
     assert all(window > 0 for window in served["answer_window"]), served["answer_window"]
     assert all(text not in ("", "empty") for text in expected), expected
     gold = [p["qas"][0]["answers"][0]["text"] for p in paragraphs]
-    # It found every answer: each prediction is a part of it or holds it (where the span starts and ends, down to
-    # the pieces of "1665", is left to the float rounding of 1,800 tiny-model steps).
-    assert all(e in g or g in e for e, g in zip(expected, gold)), (expected, gold)
+    # It found the answers in contexts of 200-350 pieces: each prediction is the gold answer, a part of it or
+    # holds it, and at least one is exactly right (where a span starts and ends, "16", "65" or "1665", "Song" or
+    # "Song dynasty", moves with the float rounding of 1,800 tiny-model steps, so no more than one is required).
+    assert all(e.strip() and (e in g or g in e) for e, g in zip(expected, gold)), (expected, gold)
+    assert any(e.strip() == g.strip() for e, g in zip(expected, gold)), (expected, gold)
     if version_2:
         assert served["is_impossible"][:len(paragraphs)] == [False] * len(paragraphs)

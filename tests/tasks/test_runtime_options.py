@@ -13,7 +13,7 @@ import tensorflow as tf
 from albert_tf.tasks.classification import ClassifierParams, TrainableClassifier, run_classifier
 from albert_tf.tasks.pretraining import AlbertPretrainer, PretrainingParams, run_pretraining
 from albert_tf.text.tokenization import FullTokenizer, encode_pair
-from albert_tf.train import distribution
+from albert_tf.train import runner
 from tests.helpers import (
     DATA_DIR,
     FIXTURES_DIR,
@@ -126,22 +126,26 @@ def _assert_float16_run(outcome, checkpoint):
 
 # ----------------------------------------------------------------- --strategy=one_device
 def test_one_device_strategy_trains_as_the_default_strategy(tmp_path, monkeypatch):
-    used = []
-    real = distribution.get_strategy
+    """The model and its optimizer are built, and trained, under the OneDeviceStrategy the flag asks for (not
+    the default strategy), on the one device there is, to the default strategy's weights."""
+    built_under = []
+    real = runner.set_remat
 
-    def spy(name="default", *args, **kwargs):
-        strategy = real(name, *args, **kwargs)
-        used.append(type(strategy).__name__)
-        return strategy
+    def spy(model, enabled):  # the runner calls it on the model it has just built in the strategy's scope
+        strategy = tf.distribute.get_strategy()
+        built_under.append((type(strategy).__name__, strategy.extended.worker_devices
+                            if tf.distribute.has_strategy() else None))
+        return real(model, enabled)
 
-    monkeypatch.setattr(distribution, "get_strategy", spy)
+    monkeypatch.setattr(runner, "set_remat", spy)
     common = dict(albert_config=tiny_config(hidden_dropout_prob=0.1), task_name="sst-2", data_dir=SAMPLE_GLUE,
                   spm_model_file=SPM, max_seq_length=32, train_batch_size=8, learning_rate=1e-3, train_step=4,
                   save_checkpoints_steps=4, iterations_per_loop=2, log_every=0, do_train=True)
     for strategy in ("one_device", "default"):
         assert run_classifier(ClassifierParams(output_dir=str(tmp_path / strategy), strategy=strategy,
                                                **common))["step"] == 4
-    assert used[0] == "OneDeviceStrategy" and used[1] != "OneDeviceStrategy"
+    assert built_under[0][0] == "OneDeviceStrategy" and built_under[0][1][0].endswith("CPU:0"), built_under
+    assert built_under[1] == ("_DefaultDistributionStrategy", None), built_under
     one, default = (checkpoint_weights(str(tmp_path / s / "ckpt-4")) for s in ("one_device", "default"))
     assert one.keys() == default.keys()
     for name in one:
