@@ -1,0 +1,280 @@
+"""Vocabulary training (`albert_tf.text.vocab`, `create_vocab.py`): the original's recipe and special ids, lowercasing,
+the bounded seeded sample, identical bytes for identical inputs, WordPiece read by `FullTokenizer`, one-line errors,
+and a vocabulary carried through records -> pretraining -> export -> predict.py."""
+
+import bz2
+import collections
+import glob
+import gzip
+import json
+import os
+import re
+
+import pytest
+import sentencepiece as spm
+from sentencepiece import sentencepiece_model_pb2
+
+from albert_tf.errors import DataError, UsageError
+from albert_tf.text import vocab
+from albert_tf.text.tokenization import FullTokenizer
+from tests.helpers import DATA_DIR, SPM, assert_one_line_error, run_script, tiny_config, write_config
+
+CORPUS = os.path.join(DATA_DIR, "corpus", "*.txt")
+SMALL = {"vocab_size": 800}
+SAMPLE = 2000
+
+
+def _proto(path_or_bytes):
+    proto = sentencepiece_model_pb2.ModelProto()
+    if isinstance(path_or_bytes, bytes):
+        proto.ParseFromString(path_or_bytes)
+    else:
+        with open(path_or_bytes, "rb") as f:
+            proto.ParseFromString(f.read())
+    return proto
+
+
+def _corpus_lines():
+    lines = []
+    for path in sorted(glob.glob(CORPUS)):
+        with open(path, "rb") as f:
+            lines += [t for t in (b.decode("utf-8", "ignore").strip() for b in f.read().split(b"\n")) if t]
+    return lines
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    prefix = str(tmp_path_factory.mktemp("vocab") / "small")
+    result = vocab.create_vocab(CORPUS, prefix, vocab.SentencePieceOptions(**SMALL), input_sentence_size=SAMPLE)
+    return prefix, result
+
+
+# ----------------------------------------------------------------- the recipe
+def test_the_defaults_are_the_recipe_stored_in_30k_clean():
+    original = _proto(SPM)
+    spec = original.trainer_spec
+    options = vocab.SentencePieceOptions()
+    assert options.vocab_size == spec.vocab_size == 30000
+    assert options.model_type.upper() == sentencepiece_model_pb2.TrainerSpec.ModelType.Name(spec.model_type)
+    assert options.character_coverage == pytest.approx(spec.character_coverage)
+    assert vocab.DEFAULT_INPUT_SENTENCE_SIZE == spec.input_sentence_size and spec.shuffle_input_sentence
+    assert (options.pad_id, options.unk_id, options.bos_id, options.eos_id) == (
+        spec.pad_id, spec.unk_id, spec.bos_id, spec.eos_id)
+    assert options.control_symbols == tuple(spec.control_symbols)
+    assert options.user_defined_symbols == tuple(spec.user_defined_symbols)
+    assert (options.num_threads, options.max_sentence_length, options.max_sentencepiece_length) == (
+        spec.num_threads, spec.max_sentence_length, spec.max_sentencepiece_length)
+
+
+def test_a_trained_model_has_the_special_ids_of_30k_clean(trained):
+    prefix, result = trained
+    original, ours = _proto(SPM), _proto(prefix + ".model")
+    head = len(vocab.USER_DEFINED_SYMBOLS) + 5
+    assert [(p.piece, p.type) for p in ours.pieces[:head]] == [(p.piece, p.type) for p in original.pieces[:head]]
+    assert [p.piece for p in ours.pieces[:5]] == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+    assert len(ours.pieces) == SMALL["vocab_size"] == result.size
+    assert ours.normalizer_spec.name == original.normalizer_spec.name == "nmt_nfkc"
+    assert ours.trainer_spec.input_sentence_size == SAMPLE and ours.trainer_spec.model_prefix == "small"
+    assert list(ours.trainer_spec.input) == sorted(glob.glob(CORPUS))
+    tokenizer = FullTokenizer(spm_model_file=prefix + ".model")
+    assert [tokenizer.token_id(t) for t in ("[CLS]", "[SEP]", "[MASK]")] == [2, 3, 4] and tokenizer.pad_id == 0
+    assert "<unk>" not in tokenizer.tokenize("The captain's whale, 1,000 miles away.")
+    with open(prefix + ".vocab", encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f]
+    assert [r[0] for r in rows] == [p.piece for p in ours.pieces]
+    assert [float(r[1]) for r in rows] == pytest.approx([p.score for p in ours.pieces], rel=1e-5)
+    assert "learned from 2000 of" in result.summary() and prefix + ".model" in result.summary()
+
+
+def test_the_special_layout_check_names_a_wrong_layout():
+    proto = _proto(SPM)
+    proto.pieces[2].piece, proto.pieces[3].piece = "[SEP]", "[CLS]"
+    with pytest.raises(DataError, match="first pieces"):
+        vocab.check_special_layout(proto.SerializeToString())
+    vocab.check_special_layout(_proto(SPM).SerializeToString())
+
+
+def test_the_vocabulary_is_learned_on_lowercased_text(trained, tmp_path):
+    prefix, _ = trained
+    pieces = [p.piece for p in _proto(prefix + ".model").pieces if p.type == p.NORMAL]
+    assert len(pieces) > 700 and not [p for p in pieces if p != p.lower()]
+    cased = vocab.create_vocab(CORPUS, str(tmp_path / "cased"), vocab.SentencePieceOptions(vocab_size=400),
+                               input_sentence_size=500, do_lower_case=False)
+    assert [p.piece for p in _proto(cased.paths["model"]).pieces if p.piece != p.piece.lower()]
+
+
+def test_sentences_are_preprocessed_as_the_tokenizer_does():
+    assert vocab.preprocess_sentences(["  Caf\u00e9   DÉJÀ vu ", "\u0301"]) == ["cafe deja vu"]
+    assert vocab.preprocess_sentences(["Café"], do_lower_case=False) == ["Cafe"]
+
+
+# ----------------------------------------------------------------- the sample
+def test_the_reservoir_holds_at_most_its_capacity_and_is_seeded():
+    sampler = vocab.ReservoirSampler(10, seed=1)
+    for i in range(1000):
+        sampler.add(i)
+        assert len(sampler.items) <= 10
+    assert sampler.seen == 1000 and len(set(sampler.items)) == 10
+    again = vocab.ReservoirSampler(10, seed=1)
+    other = vocab.ReservoirSampler(10, seed=2)
+    for i in range(1000):
+        again.add(i)
+        other.add(i)
+    assert again.sample() == sampler.sample() and other.items != sampler.items
+    with pytest.raises(UsageError):
+        vocab.ReservoirSampler(0)
+
+
+def test_the_reservoir_sample_is_uniform():
+    n, k, trials = 50, 5, 4000
+    counts = collections.Counter()
+    for seed in range(trials):
+        sampler = vocab.ReservoirSampler(k, seed=seed)
+        for i in range(n):
+            sampler.add(i)
+        counts.update(sampler.items)
+    expected = trials * k / n  # 400 per item
+    chi2 = sum((counts[i] - expected) ** 2 / expected for i in range(n))
+    assert chi2 < 95  # 49 degrees of freedom: p < 1e-4 for a uniform sample
+    first, last = sum(counts[i] for i in range(10)), sum(counts[i] for i in range(n - 10, n))
+    assert abs(first - last) < 0.1 * first
+
+
+def test_the_sample_skips_blank_lines_and_reads_compressed_files(tmp_path):
+    text = "One sentence.\nTwo sentences.\n\n   \nA new document.\n"
+    (tmp_path / "a.txt").write_text(text, encoding="utf-8")
+    with gzip.open(tmp_path / "b.txt.gz", "wt", encoding="utf-8") as f:
+        f.write(text.upper())
+    with bz2.open(tmp_path / "c.txt.bz2", "wt", encoding="utf-8") as f:
+        f.write(text.replace("One", "Third"))
+    files = vocab.expand_input_patterns(f"{tmp_path}/*.txt,{tmp_path}/*.gz,{tmp_path}/*.bz2")
+    sample, stats = vocab.sample_sentences(files, 100, seed=0)
+    assert stats.sentences_seen == 9 and stats.files == 3 and len(sample) == 9
+    assert "ONE SENTENCE." in sample and "Third sentence." in sample and "" not in sample
+    bounded, stats = vocab.sample_sentences(files, 4, seed=0)
+    assert len(bounded) == 4 and stats.sentences_seen == 9 and set(bounded) <= set(sample)
+
+
+def test_the_corpus_sample_is_bounded_and_seeded():
+    files = vocab.expand_input_patterns(CORPUS)
+    lines = _corpus_lines()
+    sample, stats = vocab.sample_sentences(files, 100, seed=7)
+    assert len(sample) == 100 and stats.sentences_seen == len(lines) and set(sample) <= set(lines)
+    assert vocab.sample_sentences(files, 100, seed=7)[0] == sample
+    assert vocab.sample_sentences(files, 100, seed=8)[0] != sample
+
+
+def test_the_same_input_and_seed_give_the_same_model_bytes(tmp_path):
+    def train(name, seed):
+        result = vocab.create_vocab(CORPUS, str(tmp_path / name / "v"), vocab.SentencePieceOptions(vocab_size=400),
+                                    input_sentence_size=800, seed=seed)
+        with open(result.paths["model"], "rb") as f:
+            return f.read()
+
+    first = train("a", 5)
+    assert train("b", 5) == first
+    assert train("c", 6) != first
+
+
+# ----------------------------------------------------------------- WordPiece
+def test_a_wordpiece_vocabulary_is_read_by_full_tokenizer_as_by_tensorflow_text(tmp_path):
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    result = vocab.create_vocab(CORPUS, str(tmp_path / "wp"), vocab.SentencePieceOptions(
+        vocab_size=1000, model_type="wordpiece"), input_sentence_size=1500)
+    path = result.paths["vocab"]
+    assert path == str(tmp_path / "wp.txt") and os.path.exists(path)
+    with open(path, encoding="utf-8") as f:
+        tokens = f.read().splitlines()
+    assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(tokens) == result.size
+    assert any(t.startswith("##") for t in tokens) and not [t for t in tokens[5:] if t != t.lower()]
+    ours = FullTokenizer(vocab_file=path, do_lower_case=True)
+    theirs = tf_text.BertTokenizer(path, lower_case=True, token_out_type=tf.string, unknown_token="[UNK]")
+    texts = ["The Whale, said Captain Ahab!", "Miss Woodhouse was 21 years old; Émile wasn't.",
+             "unbelievably-long_words and (parentheses)"]
+    for text in texts:
+        expected = [t.decode("utf-8") for t in theirs.tokenize([text]).merge_dims(1, 2).to_list()[0]]
+        assert ours.tokenize(text) == expected, text
+    assert ours.pad_id == 0 and ours.token_id("[MASK]") == 4
+
+
+# ----------------------------------------------------------------- the script's errors
+@pytest.mark.slow
+def test_bad_inputs_are_one_line(tmp_path):
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"\x00\x01\x02" * 100)
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("just a few words\n", encoding="utf-8")
+    mine = tmp_path / "mine.vocab"
+    mine.write_text("my own vocabulary\n", encoding="utf-8")
+    cases = [
+        ([f"--input_file={tmp_path}/none-*.txt", f"--model_prefix={tmp_path}/v"], ["none-*.txt"]),
+        ([f"--input_file={binary}", f"--model_prefix={tmp_path}/v"], [str(binary), "binary"]),
+        ([f"--input_file={tiny}", f"--model_prefix={tmp_path}/v", "--vocab_size=1000"], ["Vocabulary size"]),
+        ([f"--input_file={mine}", f"--model_prefix={tmp_path}/mine"], ["--model_prefix", str(mine)]),
+        ([f"--input_file={tiny}", f"--model_prefix={tmp_path}/v", "--input_sentence_size=0"],
+         ["--input_sentence_size"]),
+        ([f"--model_prefix={tmp_path}/v"], ["--input_file"]),
+    ]
+    for args, names in cases:
+        result = run_script("create_vocab.py", args)
+        assert_one_line_error(result, *names)
+    assert sorted(os.listdir(tmp_path)) == ["binary.txt", "mine.vocab", "tiny.txt"]
+    assert mine.read_text(encoding="utf-8") == "my own vocabulary\n"
+
+
+# ----------------------------------------------------------------- the chain
+@pytest.mark.slow
+def test_a_new_vocabulary_runs_through_records_pretraining_export_and_predict(tmp_path):
+    prefix = str(tmp_path / "vocab" / "v2k")
+    result = run_script("create_vocab.py", [f"--input_file={CORPUS}", f"--model_prefix={prefix}",
+                                            "--vocab_size=2000", "--input_sentence_size=3000"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"reading input: .*MB/s", result.stderr) and "wrote " + prefix + ".model" in result.stderr
+    model = prefix + ".model"
+    assert spm.SentencePieceProcessor(model_file=model).get_piece_size() == 2000
+
+    records = str(tmp_path / "records.tfrecord")
+    result = run_script("create_pretraining_data.py", [
+        f"--input_file={os.path.join(DATA_DIR, 'corpus', 'sample_text.txt')}", f"--output_file={records}",
+        f"--spm_model_file={model}", "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1",
+        "--num_workers=1"])
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    config = write_config(tiny_config(vocab_size=2000, max_position_embeddings=32), tmp_path / "config.json")
+    export = tmp_path / "export"
+    result = run_script("run_pretraining.py", [
+        f"--input_file={records}", f"--albert_config_file={config}", f"--output_dir={tmp_path / 'out'}",
+        "--max_seq_length=32", "--max_predictions_per_seq=5", "--train_batch_size=2", "--num_train_steps=2",
+        "--num_warmup_steps=1", "--save_checkpoints_steps=2", "--iterations_per_loop=1",
+        f"--spm_model_file={model}", f"--export_dir={export}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    encoder = [p for p in glob.glob(str(export / "*")) if os.path.exists(os.path.join(p, "saved_model.pb"))]
+    assert len(encoder) == 1, os.listdir(export)
+
+    preprocessing = tmp_path / "preprocessing"
+    result = run_script("export_model.py", ["--export_type=preprocessing", f"--spm_model_file={model}",
+                                            "--max_seq_length=32", f"--export_dir={preprocessing}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    texts = ["The whale swam under the ship.", "Emma Woodhouse, handsome, clever, and rich."]
+    inputs = tmp_path / "texts.txt"
+    inputs.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+
+    ids_file = tmp_path / "ids.jsonl"
+    result = run_script("predict.py", [f"--export_dir={preprocessing}", f"--input_file={inputs}",
+                                       f"--output_file={ids_file}", "--outputs=input_ids"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    tokenizer = FullTokenizer(spm_model_file=model)
+    for text, line in zip(texts, ids_file.read_text(encoding="utf-8").splitlines()):
+        expected = [2] + tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)) + [3]
+        got = json.loads(line)["input_ids"]
+        assert got[:len(expected)] == expected and not any(got[len(expected):])
+        assert 1 not in expected  # no <unk>: the corpus's own words
+
+    pooled = tmp_path / "pooled.jsonl"
+    result = run_script("predict.py", [f"--export_dir={preprocessing}", f"--encoder_dir={encoder[0]}",
+                                       f"--input_file={inputs}", f"--output_file={pooled}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [json.loads(line) for line in pooled.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 2 and all(len(r["pooled_output"]) == 32 for r in rows)
