@@ -1,0 +1,446 @@
+"""Pretraining records as an Apache Beam pipeline (`create_pretraining_data_beam`); docs/beam.md tells how to run it
+locally and on Dataflow, Flink or Spark.
+
+The only module that imports `apache_beam` (the `[beam]` extra, requirements-beam.txt); the core never needs it.
+The records are those of the local tool (`pipeline.create_pretraining_data`) for the same inputs, flags and seed,
+as a multiset: the shard rule (`shards.file_cuts`) and one shard's records (`build.shard_records`) are the same code.
+
+The launcher only lists the input files (names and sizes, no contents). The pipeline:
+
+  listed files -> SnapShards (a worker checks each file and cuts it at document boundaries: `file_cuts` reads the
+  first 64 KiB and a few lines after each target offset) -> SpreadShards (Reshuffle: shards to all workers) ->
+  BuildRecords (`shard_records`: the shard's byte range read, tokenized, turned into serialized examples) ->
+  [GlobalShuffle] -> WriteToTFRecord (`<prefix>-SSSSS-of-NNNNN<suffix>`).
+
+A failed, cancelled or interrupted run removes the output files and Beam temporary directories it created, so no
+file matching the output pattern is left; a run whose outputs already exist is refused before it starts.
+"""
+
+import contextlib
+import logging
+import math
+import os
+import random
+import re
+import shutil
+import tempfile
+import time
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import Metrics, MetricsFilter
+from apache_beam.options import pipeline_options as beam_options
+from apache_beam.runners.runner import PipelineState
+
+from albert_tf import fileio
+from albert_tf.data.pretraining.build import shard_records
+from albert_tf.data.pretraining.config import PretrainingConfig, PretrainingDataError, Stats
+from albert_tf.data.pretraining.instances import derive_seed
+from albert_tf.data.pretraining.shards import (DEFAULT_SHARD_SIZE_MB, InputShard, expand_input_patterns, file_cuts,
+                                               shard_bytes_of, use_remote_io)
+from albert_tf.data.pretraining.tokens import TokenTables
+from albert_tf.errors import UsageError
+from albert_tf.text import tokenization
+
+logger = logging.getLogger(__name__)
+
+# Seed stream of the global shuffle's keys (the other streams are in `instances`).
+STREAM_GLOBAL_SHUFFLE = 3
+# Records per global-shuffle bucket (about; from an estimate of the run's records). A bucket is held in one
+# worker's memory while it is sorted by its random keys: 50k records of max_seq_length 512 are about 150 MB.
+SHUFFLE_BUCKET_RECORDS = 50_000
+# Text bytes per token for the bucket-count estimate (English SentencePiece: about 4.5).
+_BYTES_PER_TOKEN = 4.0
+METRICS_NAMESPACE = "albert_tf.pretraining"
+# Runner names that mean Beam's local Python runner (run here as its FnApiRunner, never through Prism).
+_DIRECT_RUNNERS = {"direct", "directrunner", "switchingdirectrunner", "fnapirunner"}
+# Worker errors travel through the runner (in-process, a subprocess, a remote job) as text between these marks.
+_MARK = re.compile(r"<<albert_tf: (.*?) :albert_tf>>", re.S)
+
+
+class BeamWorkerError(RuntimeError):
+    """An input or flag error found by a pipeline worker, its one-line message marked for the launcher."""
+
+
+@contextlib.contextmanager
+def _marked_errors():
+    try:
+        yield
+    except (PretrainingDataError, tokenization.TokenizerError) as err:
+        raise BeamWorkerError(f"<<albert_tf: {err} :albert_tf>>") from None
+
+
+def _marked_message(err):
+    """The first marked worker message in `err`, its chain or its text (None if there is none)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        found = _MARK.search(str(err))
+        if found:
+            return found.group(1)
+        err = err.__cause__ or err.__context__
+    return None
+
+
+# Launcher: options, inputs, outputs.
+
+def _option_parser():
+    parser = beam_options._BeamArgumentParser(allow_abbrev=False)  # pylint: disable=protected-access
+    pending = [beam_options.PipelineOptions]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        cls._add_argparse_args(parser)  # pylint: disable=protected-access
+    return parser
+
+
+def pipeline_options(args):
+    """`PipelineOptions` of Beam command-line arguments; an argument Beam does not know raises `UsageError`."""
+    args = list(args)
+    try:
+        _, unknown = _option_parser().parse_known_args(args)
+    except SystemExit:  # argparse has printed why (a bad value of a Beam option)
+        raise UsageError(f"bad Beam pipeline options: {' '.join(args)}") from None
+    flags_unknown = [a for a in unknown if a.startswith("-")]
+    if flags_unknown:
+        raise UsageError(f"unknown flag {flags_unknown[0].split('=')[0]} (neither this script's flag nor a Beam "
+                         "pipeline option)")
+    if unknown:
+        raise UsageError(f"unexpected arguments: {unknown}")
+    return beam_options.PipelineOptions(args)
+
+
+def _is_direct(options):
+    runner = options.view_as(beam_options.StandardOptions).runner
+    return runner is None or (isinstance(runner, str) and runner.lower() in _DIRECT_RUNNERS)
+
+
+def _direct_runner(options):
+    """Beam's local Python runner (the FnApiRunner, as `DirectRunner` ends up using for batch pipelines), built
+    directly: `DirectRunner` first tries the Prism runner, whose binary it would download."""
+    from apache_beam.portability.api import beam_provision_api_pb2  # pylint: disable=import-outside-toplevel
+    from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=import-outside-toplevel
+    from apache_beam.runners.portability.portable_runner import \
+        JobServiceHandle  # pylint: disable=import-outside-toplevel
+
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    info = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
+    return fn_runner.FnApiRunner(provision_info=info)
+
+
+def _match(pattern):
+    """Metadata of the files matching `pattern` through Beam's file systems ([] when none)."""
+    try:
+        return FileSystems.match([pattern])[0].metadata_list
+    except Exception:  # pylint: disable=broad-except  (a file system reports "no match" its own way)
+        return []
+
+
+def list_inputs(input_files, what="--input_file"):
+    """[(path, size)] of the input patterns: names and sizes only, no contents. Local patterns are expanded as the
+    local tool expands them (`expand_input_patterns`), remote ones (gs://, s3://, hdfs://) by Beam's file systems."""
+    patterns = input_files.split(",") if isinstance(input_files, str) else list(input_files)
+    patterns = [p.strip() for p in patterns if p and p.strip()]
+    if not any(fileio.is_remote(p) for p in patterns):
+        return [(path, os.path.getsize(path)) for path in expand_input_patterns(patterns, what)]
+    listed, seen = [], set()
+    for pattern in patterns:
+        found = sorted(_match(pattern), key=lambda m: m.path)
+        if not found:
+            logger.warning("input pattern %r matched no files", pattern)
+        for meta in found:
+            if meta.path not in seen:
+                seen.add(meta.path)
+                listed.append((meta.path, meta.size_in_bytes))
+    if not listed:
+        raise PretrainingDataError(f"no input files matched {','.join(patterns) or '(empty input_file)'!r}")
+    return listed
+
+
+def output_names(prefix, num_shards, suffix=""):
+    """The files `WriteToTFRecord(prefix, num_shards=..., file_name_suffix=suffix)` writes."""
+    return [f"{prefix}-{i:05d}-of-{num_shards:05d}{suffix}" for i in range(num_shards)]
+
+
+def _output_glob(prefix, suffix):
+    return f"{prefix}-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]{suffix}"
+
+
+def _temp_glob(prefix):
+    directory, base = FileSystems.split(prefix)
+    return FileSystems.join(directory, f"beam-temp-{base}-*")
+
+
+def _temp_dirs(prefix):
+    pattern = _temp_glob(prefix)
+    if fileio.is_remote(prefix):  # object stores list objects, not folders
+        return {FileSystems.split(m.path)[0] for m in _match(pattern + "/*")}
+    import glob  # pylint: disable=import-outside-toplevel
+
+    return set(glob.glob(pattern))
+
+
+def _delete(paths):
+    for path in paths:
+        try:
+            FileSystems.delete([path])
+        except Exception as err:  # pylint: disable=broad-except
+            logger.warning("could not remove %s: %s", path, err)
+
+
+# Workers.
+
+def _file_shards(item, shard_bytes):
+    """A worker's SnapShards step: one listed file's `InputShard`s (checks the file, cuts at document bounds)."""
+    file_index, path = item
+    with _marked_errors():
+        cuts = file_cuts(path, shard_bytes)
+    for shard_in_file, (start, end) in enumerate(zip(cuts[:-1], cuts[1:])):
+        yield InputShard(-1, file_index, shard_in_file, path, start, end)
+
+
+def _beam_open(path):
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def _beam_size(path):
+    return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+
+
+class _ShardRecordsFn(beam.DoFn):
+    """BuildRecords: an `InputShard`'s serialized records (`shard_records`), counted in Beam metrics; with
+    `shuffle_buckets`, each record keyed for the global shuffle as (bucket, (random key, record))."""
+
+    _COUNTERS = ("shards", "text_bytes", "documents", "skipped_documents", "sentences", "tokens", "instances",
+                 "instance_tokens", "sentence_order_positive", "masked_positions")
+
+    def __init__(self, tokenizer_files, do_lower_case, config, shuffle_buckets):
+        super().__init__()
+        self.tokenizer_files = tokenizer_files  # {argument: (file name, bytes)}: workers need no copy of them
+        self.do_lower_case = do_lower_case
+        self.config = config
+        self.shuffle_buckets = shuffle_buckets
+        self.tables = None
+        self.counters = None
+
+    def setup(self):
+        use_remote_io(_beam_open, _beam_size)
+        directory = tempfile.mkdtemp(prefix="albert_tf-tokenizer-")
+        try:
+            args = {"do_lower_case": self.do_lower_case}
+            for name, (base, data) in self.tokenizer_files.items():
+                args[name] = os.path.join(directory, base)
+                with open(args[name], "wb") as f:
+                    f.write(data)
+            with _marked_errors():
+                self.tables = TokenTables(tokenization.FullTokenizer(**args))
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        self.tables.num_threads = 1  # a worker per core already
+        self.counters = {name: Metrics.counter(METRICS_NAMESPACE, name) for name in self._COUNTERS}
+        self.counters.update({f"ngram_{kind}_{i + 1}": Metrics.counter(METRICS_NAMESPACE, f"ngram_{kind}_{i + 1}")
+                              for kind in ("drawn", "accepted") for i in range(self.config.ngram)})
+
+    def process(self, shard):
+        config = self.config
+        stats = Stats(ngram_drawn=[0] * config.ngram, ngram_accepted=[0] * config.ngram)
+        with _marked_errors():
+            records = shard_records(shard, config, self.tables, stats)
+            if self.shuffle_buckets:
+                rng = random.Random(derive_seed(config.random_seed, shard.file_index, shard.shard_in_file,
+                                                STREAM_GLOBAL_SHUFFLE))
+                buckets = self.shuffle_buckets
+                for record in records:
+                    key = rng.getrandbits(64)
+                    yield key % buckets, (key, record)
+            else:
+                yield from records
+        for name in self._COUNTERS:
+            self.counters[name].inc(getattr(stats, name))
+        for i in range(config.ngram):
+            self.counters[f"ngram_drawn_{i + 1}"].inc(stats.ngram_drawn[i])
+            self.counters[f"ngram_accepted_{i + 1}"].inc(stats.ngram_accepted[i])
+
+
+def _bucket_records(item):
+    """A shuffled bucket: its records in the order of their random keys (ties: by bytes)."""
+    _, keyed = item
+    for _, record in sorted(keyed):
+        yield record
+
+
+def shuffle_bucket_count(text_bytes, config):
+    """Buckets of the global shuffle: about `SHUFFLE_BUCKET_RECORDS` records each, estimated from the input size."""
+    estimate = config.dupe_factor * text_bytes / (_BYTES_PER_TOKEN * max(config.max_num_tokens, 1))
+    return max(1, math.ceil(estimate / SHUFFLE_BUCKET_RECORDS))
+
+
+def _stats(result, ngram):
+    stats = Stats(ngram_drawn=[0] * ngram, ngram_accepted=[0] * ngram)
+    query = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))
+    for counter in query["counters"]:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        name = counter.key.metric.name
+        kind = re.fullmatch(r"ngram_(drawn|accepted)_(\d+)", name)
+        if kind:
+            getattr(stats, f"ngram_{kind.group(1)}")[int(kind.group(2)) - 1] += value
+        elif hasattr(stats, name):
+            setattr(stats, name, getattr(stats, name) + value)
+    return stats
+
+
+@contextlib.contextmanager
+def _importable_by_workers(local):
+    """Beam's local subprocess workers import this package: its root on their PYTHONPATH for the run."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    old = os.environ.get("PYTHONPATH")
+    if local and root not in (old or "").split(os.pathsep):
+        os.environ["PYTHONPATH"] = root + (os.pathsep + old if old else "")
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+def create_pretraining_data_beam(input_files, output_prefix, *, spm_model_file=None, vocab_file=None,
+                                 do_lower_case=True, config=None, shard_size_mb=DEFAULT_SHARD_SIZE_MB,
+                                 num_output_shards=1, file_name_suffix="", global_shuffle=True, pipeline_args=(),
+                                 input_what="--input_file", output_what="--output_file"):
+    """Runs the Beam pipeline described in the module docstring; returns the run's `Stats` (from Beam metrics).
+
+    Args:
+      input_files: comma-separated glob patterns (str) or a list of them; local or remote (gs://, s3://, hdfs://).
+      output_prefix: the outputs are `<output_prefix>-SSSSS-of-NNNNN<file_name_suffix>`, local or remote.
+      spm_model_file, vocab_file, do_lower_case: the tokenizer (local files, read here and shipped to workers).
+      config, shard_size_mb: as for `create_pretraining_data`; the same values give the same records.
+      num_output_shards: the number NNNNN of output files.
+      global_shuffle: shuffle the records across the whole corpus (an extra GroupByKey; docs/beam.md).
+      pipeline_args: Beam's command-line options (`--runner=DataflowRunner`, `--project`, ...); `DirectRunner` (or
+        none) runs Beam's in-process Python runner here (`--direct_running_mode`, `--direct_num_workers`).
+
+    Raises what `create_pretraining_data` raises for bad flags and inputs (a worker's error is re-raised here as
+    the same one-line `PretrainingDataError`), `UsageError` for unknown pipeline options, `fileio.OutputError` when
+    output files matching the pattern exist already, and `PretrainingDataError` for a pipeline that fails or is
+    cancelled. No file matching the output pattern is left when it raises.
+    """
+    started = time.monotonic()
+    config = config or PretrainingConfig()
+    for warning in config.validate():
+        logger.warning("%s", warning)
+    if num_output_shards < 1:
+        raise PretrainingDataError(f"num_output_shards must be at least 1, got {num_output_shards}")
+    options = pipeline_options(pipeline_args)
+    shard_bytes = shard_bytes_of(shard_size_mb)
+    tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case, spm_model_file=spm_model_file)
+    tokenizer_files = {}
+    for name, path in (("spm_model_file", spm_model_file), ("vocab_file", vocab_file)):
+        if path:
+            with open(path, "rb") as f:
+                tokenizer_files[name] = (os.path.basename(path), f.read())
+    listed = list_inputs(input_files, input_what)
+    if not fileio.is_remote(output_prefix):
+        output_prefix = os.path.abspath(os.path.expanduser(output_prefix))
+    pattern = _output_glob(output_prefix, file_name_suffix)
+    existing = sorted(m.path for m in _match(pattern))
+    if existing:
+        raise fileio.OutputError(
+            f"{output_what} {output_prefix}: {len(existing)} output file(s) matching "
+            f"{os.path.basename(pattern)} exist already ({existing[0]}, ...); remove them or choose another name, "
+            "so that a glob over the outputs reads this run's files only")
+    made_dir = None
+    if not fileio.is_remote(output_prefix):
+        directory = os.path.dirname(output_prefix)
+        if os.path.exists(directory) and not os.path.isdir(directory):
+            raise fileio.OutputError(f"{output_what} {output_prefix}: {directory} is a file, not a directory")
+        made_dir = directory
+        while made_dir and not os.path.exists(os.path.dirname(made_dir)):
+            made_dir = os.path.dirname(made_dir)
+        if os.path.exists(made_dir):
+            made_dir = None
+    temps_before = _temp_dirs(output_prefix)
+    total_bytes = sum(size for _, size in listed)
+    buckets = shuffle_bucket_count(total_bytes, config) if global_shuffle else 0
+    local = _is_direct(options)
+    runner = _direct_runner(options) if local else None
+    logger.info("Beam pipeline: %d input files (%.1f MB), %d output files %s, global shuffle %s", len(listed),
+                total_bytes / 1e6, num_output_shards, os.path.basename(output_names(output_prefix, num_output_shards,
+                                                                                     file_name_suffix)[0]),
+                f"on ({buckets} buckets)" if buckets else "off")
+    pipeline = beam.Pipeline(runner=runner, options=options)
+    records = (pipeline
+               | "ListedFiles" >> beam.Create([(i, path) for i, (path, _) in enumerate(listed)])
+               | "SnapShards" >> beam.FlatMap(_file_shards, shard_bytes)
+               | "SpreadShards" >> beam.Reshuffle()
+               | "BuildRecords" >> beam.ParDo(_ShardRecordsFn(tokenizer_files, do_lower_case, config, buckets)))
+    if buckets:
+        records = (records
+                   | "GlobalShuffle" >> beam.GroupByKey()
+                   | "BucketOrder" >> beam.FlatMap(_bucket_records))
+    _ = records | "Write" >> beam.io.WriteToTFRecord(output_prefix, file_name_suffix=file_name_suffix,
+                                                     num_shards=num_output_shards,
+                                                     compression_type=CompressionTypes.UNCOMPRESSED)
+    result = None
+    try:
+        with _importable_by_workers(local):
+            result = pipeline.run()
+            state = result.wait_until_finish()
+        if state != PipelineState.DONE:
+            raise PretrainingDataError(f"the Beam pipeline ended {state}; no output was kept")
+        stats = _stats(result, config.ngram)
+        if stats.instances == 0:
+            raise PretrainingDataError(
+                f"no training instances were created from {len(listed)} input file(s) "
+                f"({', '.join(p for p, _ in listed[:3])}{', ...' if len(listed) > 3 else ''}): {stats.documents} "
+                f"documents with at least 2 tokens, {stats.skipped_documents} shorter ones skipped")
+    except BaseException as err:
+        if result is not None and isinstance(err, KeyboardInterrupt):
+            with contextlib.suppress(Exception):
+                result.cancel()
+        _delete(sorted(m.path for m in _match(pattern)))
+        _delete(sorted(_temp_dirs(output_prefix) - temps_before))
+        if made_dir:
+            shutil.rmtree(made_dir, ignore_errors=True)
+        if isinstance(err, (PretrainingDataError, KeyboardInterrupt)):
+            raise
+        message = _marked_message(err)
+        if message:
+            raise PretrainingDataError(message) from None
+        logger.error("the Beam pipeline failed", exc_info=True)
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        raise PretrainingDataError(f"the Beam pipeline failed: {type(err).__name__}: "
+                                   f"{lines[-1] if lines else ''} (the log has the workers' traceback); no "
+                                   "output was kept") from None
+    stats.files = len(listed)
+    stats.elapsed_seconds = time.monotonic() - started
+    return stats
+
+
+def split_pipeline_args(argv, is_script_flag):
+    """(the script's arguments, Beam's): every `--name[=value]` whose name `is_script_flag` does not know, with its
+    separate value if it has one, goes to Beam; `--runner` and `--num_workers` go to both."""
+    ours, theirs = [], []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name = arg.lstrip("-").split("=", 1)[0] if arg.startswith("-") else None
+        if name is None or arg == "--" or is_script_flag(name):
+            ours.append(arg)
+            if name in ("runner", "num_workers"):
+                theirs.append(arg)
+                if "=" not in arg and i + 1 < len(argv):
+                    theirs.append(argv[i + 1])
+        else:
+            theirs.append(arg)
+            if "=" not in arg and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                i += 1
+                theirs.append(argv[i])
+        i += 1
+    return ours, theirs
+
+
+__all__ = ["BeamWorkerError", "SHUFFLE_BUCKET_RECORDS", "create_pretraining_data_beam", "list_inputs",
+           "output_names", "pipeline_options", "shuffle_bucket_count", "split_pipeline_args"]
