@@ -24,7 +24,8 @@ from albert_tf.errors import DataError, UsageError
 
 FORMATS = ("text", "jsonl")
 EXTENSIONS = {".txt": "text", ".text": "text", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
-COMPRESSIONS = {".gz": gzip.GzipFile, ".bz2": bz2.BZ2File}
+COMPRESSIONS = {".gz": lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
+                ".bz2": lambda raw: bz2.BZ2File(raw, "rb")}
 _SNIFF_BYTES = 1 << 16
 # A blank line inside a JSON text: the end of a paragraph.
 _PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n\s*")
@@ -110,7 +111,7 @@ class CorpusFile:
         try:
             with _open_binary(self.path) as raw:
                 self._raw = raw
-                stream = COMPRESSIONS[compression](fileobj=raw, mode="rb") if compression else raw
+                stream = COMPRESSIONS[compression](raw) if compression else raw
                 with stream:
                     head = stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES] if hasattr(stream, "peek") else b""
                     _check_text(self.path, head)

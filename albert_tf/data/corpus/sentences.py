@@ -40,13 +40,23 @@ def cjk_pieces(text):
     return pieces
 
 
-def split_sentences(paragraph):
-    """The sentences of one paragraph (a string without line breaks), stripped, none empty."""
-    breaker = _bling_fire()
+def split_with(paragraph, breaker):
+    """The sentences of one paragraph: CJK pieces (`cjk_pieces`), those holding a Latin sentence end split by
+    `breaker` (text -> list of sentences); stripped, none empty."""
     sentences = []
     for piece in cjk_pieces(paragraph) if _CJK_END.search(paragraph) else (paragraph,):
         if _LATIN_END.search(piece):
-            sentences.extend(breaker(piece).split("\n"))
+            sentences.extend(breaker(piece))
         else:
             sentences.append(piece)
     return [s for s in (s.strip() for s in sentences) if s]
+
+
+def bling_fire_sentences(text):
+    """Bling Fire's sentences of `text` (no CJK rule)."""
+    return _bling_fire()(text).split("\n")
+
+
+def split_sentences(paragraph):
+    """The sentences of one paragraph (a string without line breaks), stripped, none empty."""
+    return split_with(paragraph, bling_fire_sentences)

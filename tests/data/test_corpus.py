@@ -1,0 +1,236 @@
+"""albert_tf.data.corpus and prepare_corpus.py: readers (formats, compression, documents), sentence splitting
+(English, Chinese, Japanese), cleaning counts and duplicates, shards (names, atomicity, determinism, read by
+create_pretraining_data), and the script's summary and one-line errors."""
+
+import bz2
+import gzip
+import hashlib
+import json
+import os
+
+import pytest
+
+from albert_tf.data import corpus
+from albert_tf.data.corpus import cleaning, readers, sentences, writer
+from albert_tf.errors import DataError
+from tests.helpers import SPM, assert_one_line_error, run_script
+
+TEXT = ("The first document starts here.\nIts second line is wrapped.\n\n"
+        "The second document. It has two sentences.\n\n\n"
+        "Third one.\n")
+RECORDS = [{"text": "Paragraph one. Still one.\n\nParagraph two.", "id": 1},
+           {"text": "Another document.", "id": 2}]
+
+
+def _write(path, data, compression=None):
+    data = data.encode("utf-8") if isinstance(data, str) else data
+    opener = {None: open, "gz": gzip.open, "bz2": bz2.open}[compression]
+    with opener(path, "wb") as f:
+        f.write(data)
+    return str(path)
+
+
+def _jsonl(records):
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+
+
+def _docs(path, **kwargs):
+    return [(d.line, d.paragraphs) for d in readers.CorpusFile(str(path), **kwargs).documents()]
+
+
+# Readers.
+
+@pytest.mark.parametrize("compression", [None, "gz", "bz2"])
+def test_text_documents_are_blank_line_blocks_in_any_compression(tmp_path, compression):
+    name = "in.txt" + (f".{compression}" if compression else "")
+    path = _write(tmp_path / name, TEXT, compression)
+    assert _docs(path) == [(1, ["The first document starts here.\nIts second line is wrapped."]),
+                           (4, ["The second document. It has two sentences."]), (7, ["Third one."])]
+
+
+@pytest.mark.parametrize("compression", [None, "gz", "bz2"])
+def test_jsonl_blank_line_in_a_text_is_a_paragraph_break(tmp_path, compression):
+    name = "in.jsonl" + (f".{compression}" if compression else "")
+    path = _write(tmp_path / name, _jsonl(RECORDS), compression)
+    assert _docs(path) == [(1, ["Paragraph one. Still one.", "Paragraph two."]), (2, ["Another document."])]
+
+
+def test_document_per_file_makes_blank_lines_paragraph_breaks(tmp_path):
+    path = _write(tmp_path / "book.txt", TEXT)
+    docs = _docs(path, document_per_file=True)
+    assert len(docs) == 1 and docs[0][1] == [
+        "The first document starts here.\nIts second line is wrapped.",
+        "The second document. It has two sentences.", "Third one."]
+
+
+def test_format_follows_the_extension_unless_given(tmp_path):
+    json_text = _jsonl(RECORDS)
+    assert _docs(_write(tmp_path / "a.json", json_text))[1] == (2, ["Another document."])
+    as_text = _docs(_write(tmp_path / "b.txt", json_text))
+    assert as_text[0][1][0].startswith('{"text"')  # .txt is text even if it holds JSON
+    assert _docs(tmp_path / "b.txt", input_format_flag="jsonl")[1] == (2, ["Another document."])
+    assert _docs(_write(tmp_path / "wiki_00", json_text))[1] == (2, ["Another document."])  # sniffed
+    assert _docs(_write(tmp_path / "c.jsonl", "Plain.\n"), input_format_flag="text") == [(1, ["Plain."])]
+    assert _docs(_write(tmp_path / "d.jsonl.gz", '{"body": "x y."}\n', "gz"), text_field="body") == [(1, ["x y."])]
+
+
+def test_bad_input_names_file_and_line(tmp_path):
+    bad_json = _write(tmp_path / "bad.jsonl", _jsonl(RECORDS[:1]) + "{not json\n")
+    with pytest.raises(DataError, match=r"bad\.jsonl:2: not a JSON object"):
+        _docs(bad_json)
+    no_field = _write(tmp_path / "nofield.jsonl", '{"body": "x"}\n')
+    with pytest.raises(DataError, match=r"nofield\.jsonl:1: no 'text' field \(found: body\)"):
+        _docs(no_field)
+    binary = _write(tmp_path / "bin.txt", b"\x00\x01\x02" * 100)
+    with pytest.raises(DataError, match=r"bin\.txt looks binary"):
+        _docs(binary)
+    late_nul = _write(tmp_path / "late.txt", "fine.\n" * 20000 + "bad\x00line\n")
+    with pytest.raises(DataError, match=r"late\.txt:20001: binary data"):
+        _docs(late_nul)
+    broken_gz = _write(tmp_path / "broken.txt.gz", gzip.compress(TEXT.encode() * 1000)[:500])
+    with pytest.raises(DataError, match=r"cannot read input file .*broken\.txt\.gz"):
+        _docs(broken_gz)
+
+
+# Sentences.
+
+def test_english_splits_at_sentence_ends_not_abbreviations_or_numbers():
+    text = ("Dr. Smith moved to the U.S. in 1990, e.g. for work. He paid $3.5 million for No. 7 Main Street. "
+            "Was it worth it? Yes!")
+    assert sentences.split_sentences(text) == [
+        "Dr. Smith moved to the U.S. in 1990, e.g. for work.", "He paid $3.5 million for No. 7 Main Street.",
+        "Was it worth it?", "Yes!"]
+
+
+def test_chinese_and_japanese_split_at_their_own_sentence_ends():
+    assert sentences.split_sentences("他问道：“你为什么不早点告诉我？”她低下头，没有回答。真好！我们走吧") == [
+        "他问道：“你为什么不早点告诉我？”", "她低下头，没有回答。", "真好！", "我们走吧"]
+    assert sentences.split_sentences("今日は晴れです。「はい。」そうです。") == ["今日は晴れです。", "「はい。」", "そうです。"]
+    assert sentences.split_sentences("他来了。Then he left. 好。") == ["他来了。", "Then he left.", "好。"]
+
+
+# Cleaning.
+
+def test_cleaning_counts_and_drops_empty_short_and_duplicate_documents():
+    cleaner = cleaning.Cleaner(cleaning.CleaningOptions(min_document_chars=10))
+    kept = [cleaner.clean(p) for p in (["A  long\tenough\u00a0document."], ["  \n "], ["short"],
+                                       ["A long\nenough  document."], ["Another long document."])]
+    assert kept == [["A long enough document."], None, None, None, ["Another long document."]]
+    assert dict(cleaner.counts) == {"read": 5, "empty": 1, "short": 1, "duplicate": 1, "kept": 2}
+    assert all(isinstance(d, bytes) and len(d) == 16 for d in cleaner._seen)  # pylint: disable=protected-access
+
+
+def test_each_cleaning_step_can_be_turned_off():
+    docs = (["A  spaced\x07 doc."], ["A  spaced\x07 doc."], ["x"])
+    cleaner = cleaning.Cleaner(cleaning.CleaningOptions(normalize_whitespace=False, deduplicate=False))
+    assert [cleaner.clean(d) for d in docs] == [["A  spaced\x07 doc."], ["A  spaced\x07 doc."], ["x"]]
+    assert cleaning.normalize("a\nb\u2028c", normalize_whitespace=False) == "a b c"  # never a line break
+
+
+# Pipeline and shards.
+
+def _corpus(tmp_path):
+    docs = [{"text": f"Document {i} opens here. It says {i * 7} things.\n\nA second paragraph {i}."}
+            for i in range(12)]
+    docs.insert(5, dict(docs[2]))  # a duplicate
+    _write(tmp_path / "a.jsonl.gz", _jsonl(docs), "gz")
+    _write(tmp_path / "b.txt.bz2", "Short.\n\n" + "".join(f"Plain doc {i}. Two sentences.\n\n" for i in range(5)),
+           "bz2")
+    return [str(tmp_path / "a.jsonl.gz"), str(tmp_path / "b.txt.bz2")]
+
+
+def _read(paths):
+    out = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            out.append(f.read())
+    return out
+
+
+def test_prepare_corpus_writes_documents_round_robin_and_counts(tmp_path):
+    inputs = _corpus(tmp_path)
+    seen = []
+    stats = corpus.prepare_corpus(inputs, str(tmp_path / "out" / "c.txt"), num_shards=3, progress_every=1,
+                                  cleaning=corpus.CleaningOptions(min_document_chars=10), progress=seen.append)
+    names = [f"c-0000{i}-of-00003.txt" for i in range(3)]
+    assert sorted(os.listdir(tmp_path / "out")) == names  # no staging folder left
+    assert stats.outputs == [str(tmp_path / "out" / n) for n in names]
+    assert (stats.documents_read, stats.dropped_short, stats.dropped_duplicate, stats.documents_written) == (
+        19, 1, 1, 17)
+    shards = _read(stats.outputs)
+    assert shards[0].startswith("Document 0 opens here.\nIt says 0 things.\nA second paragraph 0.\n\n"
+                                "Document 3 opens here.\n")
+    assert sum(s.count("\n\n") + 1 for s in shards) == 17 and not any(s.endswith("\n\n") for s in shards)
+    assert stats.sentences_written == sum(len(s.splitlines()) - s.count("\n\n") for s in shards)
+    assert seen[-1].files_done == 2 and seen[-1].bytes_done == seen[-1].bytes_total > 0
+
+
+def test_shard_size_and_single_file(tmp_path):
+    inputs = _corpus(tmp_path)
+    single = corpus.prepare_corpus(inputs, str(tmp_path / "one.txt"))
+    assert single.outputs == [str(tmp_path / "one.txt")]
+    sized = corpus.prepare_corpus(inputs, str(tmp_path / "s"), num_shards=0, shard_bytes=300)
+    assert len(sized.outputs) > 2 and sized.outputs[0].endswith(f"s-00000-of-{len(sized.outputs):05d}.txt")
+    assert "\n".join(_read(sized.outputs)) == _read(single.outputs)[0]  # same documents, same order
+    assert all(len(s.encode()) < 300 + 120 for s in _read(sized.outputs))
+
+
+def test_output_is_deterministic(tmp_path):
+    inputs = _corpus(tmp_path)
+    first = _read(corpus.prepare_corpus(inputs, str(tmp_path / "x" / "c"), num_shards=2).outputs)
+    second = _read(corpus.prepare_corpus(inputs, str(tmp_path / "y" / "c"), num_shards=2).outputs)
+    assert first == second
+    assert hashlib.sha256("".join(first).encode()).hexdigest() == hashlib.sha256("".join(second).encode()).hexdigest()
+
+
+def test_a_failed_run_leaves_no_shard(tmp_path):
+    inputs = _corpus(tmp_path) + [_write(tmp_path / "z_bad.jsonl", "{oops\n")]
+    with pytest.raises(DataError, match="z_bad.jsonl:1"):
+        corpus.prepare_corpus(inputs, str(tmp_path / "out" / "c"), num_shards=2)
+    assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == []  # nor a staging folder
+
+
+def test_shards_are_read_by_create_pretraining_data(tmp_path):
+    from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data  # pylint: disable=import-outside-toplevel
+
+    stats = corpus.prepare_corpus(_corpus(tmp_path), str(tmp_path / "c"), num_shards=2)
+    records = create_pretraining_data(str(tmp_path / "c-*"), [str(tmp_path / "r.tfrecord")], spm_model_file=SPM,
+                                      config=PretrainingConfig(max_seq_length=32, max_predictions_per_seq=5,
+                                                               dupe_factor=1), num_workers=1)
+    assert records.files == 2 and records.documents == stats.documents_written and records.instances > 0
+
+
+def test_writer_names(tmp_path):
+    assert writer.shard_paths("/d/c.txt", 1) == ["/d/c.txt"]
+    assert writer.shard_paths("/d/c.txt", 2) == ["/d/c-00000-of-00002.txt", "/d/c-00001-of-00002.txt"]
+    assert writer.shard_pattern("/d/c.txt").match("c-00007-of-00010.txt")
+
+
+# The script (each run is a fresh process).
+
+def test_script_writes_shards_and_reports_counts(tmp_path):
+    inputs = _corpus(tmp_path)
+    result = run_script("prepare_corpus.py", [f"--input_file={tmp_path}/*.gz,{tmp_path}/*.bz2",
+                                              f"--output_file={tmp_path}/out/c", "--num_output_shards=2",
+                                              "--min_document_chars=10"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(os.listdir(tmp_path / "out")) == ["c-00000-of-00002.txt", "c-00001-of-00002.txt"]
+    assert "dropped 0 empty, 1 shorter than --min_document_chars, 1 exact duplicates" in result.stderr
+    assert "wrote 17 documents" in result.stderr
+    library = corpus.prepare_corpus(inputs, str(tmp_path / "lib" / "c"), num_shards=2,
+                                    cleaning=corpus.CleaningOptions(min_document_chars=10))
+    assert _read(library.outputs) == _read([tmp_path / "out" / n for n in sorted(os.listdir(tmp_path / "out"))])
+
+
+def test_script_bad_json_line_is_one_line_naming_file_and_line(tmp_path):
+    bad = _write(tmp_path / "dump.jsonl", _jsonl(RECORDS) + '{"title": "no text"}\n')
+    result = run_script("prepare_corpus.py", [f"--input_file={bad}", f"--output_file={tmp_path}/out.txt"])
+    assert_one_line_error(result, "dump.jsonl:3", "'text'", status=1)
+    assert not os.path.exists(tmp_path / "out.txt")
+
+
+def test_script_refuses_an_output_that_is_an_input(tmp_path):
+    path = _write(tmp_path / "in.txt", TEXT)
+    result = run_script("prepare_corpus.py", [f"--input_file={path}", f"--output_file={path}"])
+    assert_one_line_error(result, "--output_file", "in.txt", status=2)
+    assert _read([path]) == [TEXT]
