@@ -299,6 +299,14 @@ class _StderrToLog:
         self.log.close()
 
 
+def _trainer_message(err):
+    """SentencePiece's error without its source location (`INTERNAL: src/x.cc(12) [check] `), naming the flag."""
+    text = re.sub(r"^\w+: \S+\(\d+\) (\[.*?\] )?", "", " ".join(str(err).split()))
+    if "Vocabulary size too high" in text:
+        text += " (--vocab_size: give more text or a smaller size)"
+    return f"SentencePiece cannot train on this input: {text}"
+
+
 def train_sentencepiece(sentences, options=None, seed=DEFAULT_SEED, record=None):
     """Trains a SentencePiece model on `sentences` (a list, already preprocessed) in-process; returns its
     serialized ModelProto (bytes). The same sentences, options and seed give the same bytes.
@@ -320,7 +328,7 @@ def train_sentencepiece(sentences, options=None, seed=DEFAULT_SEED, record=None)
                 sentence_iterator=iter(sentences), model_writer=writer,
                 input_sentence_size=0, shuffle_input_sentence=False, **options.trainer_kwargs())
     except RuntimeError as err:
-        raise DataError(f"SentencePiece cannot train on this input: {' '.join(str(err).split())}") from None
+        raise DataError(_trainer_message(err)) from None
     proto = sentencepiece_model_pb2.ModelProto()
     proto.ParseFromString(writer.getvalue())
     for key, value in (record or {}).items():
