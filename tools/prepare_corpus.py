@@ -10,10 +10,15 @@ domain in the US; see `../shared/data/PROVENANCE.md`) into that format:
 * within a chapter, every `--paragraphs_per_document` paragraphs make a document, so a book gives many documents
   (sentence-order prediction needs several sentences per document, random-document B needs many documents);
 * paragraphs are split into sentences with a small rule-based splitter (after . ! ? and any closing quotes or
-  brackets, before an upper-case letter or an opening quote; not after common abbreviations like "Mr.");
+  brackets, before an upper-case letter or an opening quote; not after common abbreviations like "Mr."), which
+  is what `data/corpus/` was built with; `--sentence_splitter=blingfire` uses `prepare_corpus.py`'s splitter
+  (`albert_tf.data.corpus.sentences`) instead;
 * each book is cut after the first document that brings its output to `--bytes_per_book` bytes.
 
-The output is deterministic (no randomness, sorted inputs). Each book becomes `gutenberg-<name>.txt`; the default
+Paragraphs are normalised, documents formatted and files written (atomically) by the library behind
+`prepare_corpus.py` (`albert_tf.data.corpus`, `albert_tf.fileio`); what is Gutenberg-specific stays here: the
+Latin-1 fallback, headings, chapters and the cut per book. General corpora need no tool: `prepare_corpus.py`
+(docs/corpus.md) converts text and JSON Lines files. The output is deterministic (no randomness, sorted inputs). Each book becomes `gutenberg-<name>.txt`; the default
 selection (six prose books, about 80 kB each) gives about 490 kB in 164 documents. With `--bytes_per_book 0` whole
 books are converted (the benchmark uses that on a temporary directory).
 
@@ -25,6 +30,11 @@ import argparse
 import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from albert_tf import fileio  # noqa: E402  pylint: disable=wrong-import-position
+from albert_tf.data.corpus import cleaning, sentences, writer  # noqa: E402  pylint: disable=wrong-import-position
 
 DEFAULT_BOOKS = (
     "austen-emma",
@@ -59,16 +69,16 @@ def read_text(path):
 
 
 def paragraphs(text):
-    """Blocks of non-blank lines, each joined into one line with single spaces."""
+    """Blocks of non-blank lines, each joined into one line with single spaces (`cleaning.normalize`)."""
     out, block = [], []
     for line in text.split("\n"):
         if line.strip():
-            block.append(line.strip())
+            block.append(line)
         elif block:
-            out.append(" ".join(" ".join(block).split()))
+            out.append(cleaning.normalize("\n".join(block)))
             block = []
     if block:
-        out.append(" ".join(" ".join(block).split()))
+        out.append(cleaning.normalize("\n".join(block)))
     return out
 
 
@@ -94,7 +104,7 @@ def split_sentences(paragraph):
     return [s for s in sentences if s]
 
 
-def book_documents(text, paragraphs_per_document, start_marker=None):
+def book_documents(text, paragraphs_per_document, start_marker=None, splitter=split_sentences):
     """Documents (lists of sentences) of one book."""
     paras = paragraphs(text)
     if start_marker is not None:
@@ -109,7 +119,7 @@ def book_documents(text, paragraphs_per_document, start_marker=None):
                 documents.append(current)
             current, count = [], 0
             continue
-        current.extend(split_sentences(para))
+        current.extend(splitter(para))
         count += 1
         if count >= paragraphs_per_document:
             documents.append(current)
@@ -119,11 +129,14 @@ def book_documents(text, paragraphs_per_document, start_marker=None):
     return documents
 
 
-def convert_book(path, paragraphs_per_document=8, bytes_per_book=80_000, start_marker=None):
+SPLITTERS = {"rules": split_sentences, "blingfire": sentences.split_sentences}
+
+
+def convert_book(path, paragraphs_per_document=8, bytes_per_book=80_000, start_marker=None, splitter="rules"):
     """The book at `path` in the input format (str), cut after `bytes_per_book` bytes (0: whole book)."""
     chunks, size = [], 0
-    for document in book_documents(read_text(path), paragraphs_per_document, start_marker):
-        chunk = "\n".join(document) + "\n"
+    for document in book_documents(read_text(path), paragraphs_per_document, start_marker, SPLITTERS[splitter]):
+        chunk = writer.format_document(document)
         chunks.append(chunk)
         size += len(chunk.encode("utf-8")) + 1
         if bytes_per_book and size >= bytes_per_book:
@@ -131,16 +144,15 @@ def convert_book(path, paragraphs_per_document=8, bytes_per_book=80_000, start_m
     return "\n".join(chunks)
 
 
-def prepare(source, output, books=DEFAULT_BOOKS, paragraphs_per_document=8, bytes_per_book=80_000):
-    """Writes `gutenberg-<book>.txt` for each book into `output`; returns the paths written."""
-    os.makedirs(output, exist_ok=True)
+def prepare(source, output, books=DEFAULT_BOOKS, paragraphs_per_document=8, bytes_per_book=80_000,
+            splitter="rules"):
+    """Writes `gutenberg-<book>.txt` for each book into `output` (atomically); returns the paths written."""
     written = []
     for book in sorted(books):
         text = convert_book(os.path.join(source, book + ".txt"), paragraphs_per_document, bytes_per_book,
-                            START_MARKERS.get(book))
+                            START_MARKERS.get(book), splitter)
         path = os.path.join(output, f"gutenberg-{book}.txt")
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+        fileio.write_text(path, text)
         written.append(path)
     return written
 
@@ -153,9 +165,11 @@ def main(argv=None):
     parser.add_argument("--books", default=",".join(DEFAULT_BOOKS), help="comma-separated book names")
     parser.add_argument("--paragraphs_per_document", type=int, default=8)
     parser.add_argument("--bytes_per_book", type=int, default=80_000, help="0 converts whole books")
+    parser.add_argument("--sentence_splitter", choices=sorted(SPLITTERS), default="rules",
+                        help="rules: the rule-based splitter data/corpus/ was built with; blingfire: prepare_corpus.py's")
     args = parser.parse_args(argv)
     paths = prepare(args.source, args.output, [b for b in args.books.split(",") if b], args.paragraphs_per_document,
-                    args.bytes_per_book)
+                    args.bytes_per_book, args.sentence_splitter)
     for path in paths:
         with open(path, encoding="utf-8") as f:
             text = f.read()
