@@ -8,6 +8,10 @@ line with a blank line between documents. Beyond the original:
   --num_output_shards   (instead of listing them in --output_file)
   --shard_size_mb       input is processed in shards of this much text (bounds memory)
   --progress_interval   seconds between progress lines
+  --runner              run as an Apache Beam pipeline (DirectRunner, DataflowRunner, FlinkRunner, SparkRunner,
+                        ...); Beam's own options (--direct_num_workers, --project, --temp_location, --flink_master,
+                        ...) then pass through. Needs `pip install -r requirements-beam.txt`; see docs/beam.md
+  --global_shuffle      (Beam only, on by default there) shuffle the records across the whole corpus
 
 The same flags and seed give byte-identical files. The algorithm, the reproducibility fix and the differences from
 the original are described in `docs/pretraining_data.md`.
@@ -23,6 +27,7 @@ and its "##" continuations:
 """
 
 import os
+import sys
 
 from absl import flags, logging
 
@@ -66,6 +71,14 @@ flags.DEFINE_float("shard_size_mb", pretraining.DEFAULT_SHARD_SIZE_MB,
                    "Input is processed in shards of about this many MB of text, cut at document boundaries. Bounds "
                    "memory; random-document segments and shuffling stay within a shard. Changes the output.")
 flags.DEFINE_float("progress_interval", 10.0, "Seconds between progress lines (0: none).")
+flags.DEFINE_string("runner", None, "Run as an Apache Beam pipeline on this Beam runner (DirectRunner: Beam's local "
+                    "Python runner; DataflowRunner, FlinkRunner, SparkRunner, PortableRunner); every flag this script "
+                    "does not define is then a Beam pipeline option. Default: the local process pool. docs/beam.md.")
+flags.DEFINE_bool("global_shuffle", None, "Beam only (default on there): shuffle the records across the whole corpus "
+                  "(an extra shuffle of every record; docs/beam.md).")
+
+# Beam's pipeline options of this run (the arguments this script's flags do not claim), when --runner is given.
+_PIPELINE_ARGS = []
 
 
 def _output_files():
@@ -101,6 +114,40 @@ class ProgressLog:
                      p.text_bytes_total / 1e6, eta)
 
 
+def _beam_outputs():
+    """(prefix, suffix) of the Beam outputs: `<prefix>-SSSSS-of-NNNNN<suffix>` files."""
+    if FLAGS.output_dir and FLAGS.output_file:
+        raise cli.UsageError("give either --output_file or --output_dir, not both")
+    if FLAGS.output_dir:
+        if not fileio.is_remote(FLAGS.output_dir) and os.path.isfile(FLAGS.output_dir):
+            raise fileio.OutputError(f"--output_dir {FLAGS.output_dir} is a file, not a directory")
+        return FLAGS.output_dir.rstrip("/") + "/pretraining", ".tfrecord"
+    if not FLAGS.output_file:
+        raise cli.UsageError("--output_file (or --output_dir) is required")
+    if "," in FLAGS.output_file:
+        raise cli.UsageError("with --runner, --output_file is one name prefix: the pipeline writes "
+                             "--num_output_shards files <prefix>-00000-of-0000N")
+    return FLAGS.output_file, ""
+
+
+def _beam_main(config):
+    try:
+        from albert_tf.data.pretraining import beam  # pylint: disable=import-outside-toplevel
+    except ImportError as err:
+        raise cli.UsageError(f"--runner needs Apache Beam ({err}); install it with "
+                             "`pip install -r requirements-beam.txt` (docs/beam.md)") from None
+    prefix, suffix = _beam_outputs()
+    global_shuffle = True if FLAGS.global_shuffle is None else FLAGS.global_shuffle
+    logging.info("writing %s (%d files) with Beam's %s", beam.output_names(prefix, FLAGS.num_output_shards, suffix)[0],
+                 FLAGS.num_output_shards, FLAGS.runner)
+    return beam.create_pretraining_data_beam(
+        FLAGS.input_file, prefix, spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
+        do_lower_case=FLAGS.do_lower_case, config=config, shard_size_mb=FLAGS.shard_size_mb,
+        num_output_shards=FLAGS.num_output_shards, file_name_suffix=suffix, global_shuffle=global_shuffle,
+        pipeline_args=_PIPELINE_ARGS, input_what="--input_file",
+        output_what="--output_dir" if FLAGS.output_dir else "--output_file")
+
+
 def main(argv):
     if len(argv) > 1:
         raise cli.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -108,7 +155,6 @@ def main(argv):
         raise cli.UsageError("--input_file is required")
     if not FLAGS.spm_model_file and not FLAGS.vocab_file:
         raise cli.UsageError("--spm_model_file (SentencePiece) or --vocab_file (WordPiece) is required")
-    output_files = _output_files()
     if FLAGS.parallel:
         logging.info("--parallel is implied: using --num_workers=%d", FLAGS.num_workers)
     config = pretraining.PretrainingConfig(
@@ -117,6 +163,15 @@ def main(argv):
         dupe_factor=FLAGS.dupe_factor, random_seed=FLAGS.random_seed, do_whole_word_mask=FLAGS.do_whole_word_mask,
         favor_shorter_ngram=FLAGS.favor_shorter_ngram, random_next_sentence=FLAGS.random_next_sentence,
         do_permutation=FLAGS.do_permutation)
+    if FLAGS.runner:
+        stats = _beam_main(config)
+        for line in stats.summary().splitlines():
+            logging.info("%s", line)
+        return 0
+    if FLAGS.global_shuffle:
+        raise cli.UsageError("--global_shuffle needs --runner (a Beam pipeline); the local tool shuffles within "
+                             "each input shard")
+    output_files = _output_files()
     logging.info("writing %s", ", ".join(output_files))
     stats = pretraining.create_pretraining_data(
         FLAGS.input_file, output_files, spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
@@ -128,8 +183,43 @@ def main(argv):
     return 0
 
 
+def _is_script_flag(name):
+    name = name.split("=", 1)[0]
+    return name in FLAGS or (name.startswith("no") and name[2:] in FLAGS and FLAGS[name[2:]].boolean)
+
+
+def _with_runner(argv):
+    return any(arg == "--runner" or arg.startswith("--runner=") for arg in argv[1:])
+
+
+def split_pipeline_args(argv, is_script_flag):
+    """(the script's arguments, Beam's): every `--name[=value]` whose name `is_script_flag` does not know, with its
+    separate value if it has one, goes to Beam; `--runner` and `--num_workers` (Dataflow's too) go to both."""
+    ours, theirs = [], []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name = arg.lstrip("-").split("=", 1)[0] if arg.startswith("-") and arg != "--" else None
+        if name is None or is_script_flag(name):
+            ours.append(arg)
+            if name in ("runner", "num_workers"):
+                theirs.append(arg)
+                if "=" not in arg and i + 1 < len(argv):
+                    theirs.append(argv[i + 1])
+        else:
+            theirs.append(arg)
+            if "=" not in arg and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                i += 1
+                theirs.append(argv[i])
+        i += 1
+    return ours, theirs
+
+
 def run():
-    """The console command: `main` under `albert_tf.cli.run`."""
+    """The console command: `main` under `albert_tf.cli.run`. With `--runner`, the arguments this script's flags do
+    not claim are Beam's pipeline options (absl would refuse them)."""
+    if _with_runner(sys.argv):
+        sys.argv[1:], _PIPELINE_ARGS[:] = split_pipeline_args(sys.argv[1:], _is_script_flag)
     cli.run(main, __doc__)
 
 

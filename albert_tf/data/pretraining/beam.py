@@ -55,8 +55,10 @@ _BYTES_PER_TOKEN = 4.0
 METRICS_NAMESPACE = "albert_tf.pretraining"
 # Runner names that mean Beam's local Python runner (run here as its FnApiRunner, never through Prism).
 _DIRECT_RUNNERS = {"direct", "directrunner", "switchingdirectrunner", "fnapirunner"}
-# Worker errors travel through the runner (in-process, a subprocess, a remote job) as text between these marks.
-_MARK = re.compile(r"<<albert_tf: (.*?) :albert_tf>>", re.S)
+# Worker errors travel through the runner (in-process, a subprocess, a remote job) as text between these marks
+# (spelled in pieces so that a traceback's source line never holds them).
+_OPEN, _CLOSE = "<<albert_tf" + "-error: ", " :albert_tf" + "-error>>"
+_MARK = re.compile(re.escape(_OPEN) + "(.*?)" + re.escape(_CLOSE), re.S)
 
 
 class BeamWorkerError(RuntimeError):
@@ -68,7 +70,7 @@ def _marked_errors():
     try:
         yield
     except (PretrainingDataError, tokenization.TokenizerError) as err:
-        raise BeamWorkerError(f"<<albert_tf: {err} :albert_tf>>") from None
+        raise BeamWorkerError(_OPEN + str(err) + _CLOSE) from None
 
 
 def _marked_message(err):
@@ -290,6 +292,33 @@ def _stats(result, ngram):
     return stats
 
 
+class _DropMarkedErrors(logging.Filter):
+    """Drops the log records of a marked worker error (Beam logs each failed bundle with its traceback); the
+    launcher reports it in one line."""
+
+    def filter(self, record):
+        try:
+            text = record.getMessage()
+        except Exception:  # pylint: disable=broad-except
+            text = str(record.msg)
+        if record.exc_info and record.exc_info[1] is not None:
+            text += str(record.exc_info[1])
+        return _OPEN not in text
+
+
+@contextlib.contextmanager
+def _quiet_marked_errors():
+    handlers = list(logging.getLogger().handlers)
+    drop = _DropMarkedErrors()
+    for handler in handlers:
+        handler.addFilter(drop)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(drop)
+
+
 @contextlib.contextmanager
 def _importable_by_workers(local):
     """Beam's local subprocess workers import this package: its root on their PYTHONPATH for the run."""
@@ -385,7 +414,7 @@ def create_pretraining_data_beam(input_files, output_prefix, *, spm_model_file=N
                                                      compression_type=CompressionTypes.UNCOMPRESSED)
     result = None
     try:
-        with _importable_by_workers(local):
+        with _importable_by_workers(local), _quiet_marked_errors():
             result = pipeline.run()
             state = result.wait_until_finish()
         if state != PipelineState.DONE:
@@ -419,28 +448,5 @@ def create_pretraining_data_beam(input_files, output_prefix, *, spm_model_file=N
     return stats
 
 
-def split_pipeline_args(argv, is_script_flag):
-    """(the script's arguments, Beam's): every `--name[=value]` whose name `is_script_flag` does not know, with its
-    separate value if it has one, goes to Beam; `--runner` and `--num_workers` go to both."""
-    ours, theirs = [], []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        name = arg.lstrip("-").split("=", 1)[0] if arg.startswith("-") else None
-        if name is None or arg == "--" or is_script_flag(name):
-            ours.append(arg)
-            if name in ("runner", "num_workers"):
-                theirs.append(arg)
-                if "=" not in arg and i + 1 < len(argv):
-                    theirs.append(argv[i + 1])
-        else:
-            theirs.append(arg)
-            if "=" not in arg and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
-                i += 1
-                theirs.append(argv[i])
-        i += 1
-    return ours, theirs
-
-
 __all__ = ["BeamWorkerError", "SHUFFLE_BUCKET_RECORDS", "create_pretraining_data_beam", "list_inputs",
-           "output_names", "pipeline_options", "shuffle_bucket_count", "split_pipeline_args"]
+           "output_names", "pipeline_options", "shuffle_bucket_count"]
