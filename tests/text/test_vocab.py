@@ -211,7 +211,8 @@ def test_bad_inputs_are_one_line(tmp_path):
     cases = [
         ([f"--input_file={tmp_path}/none-*.txt", f"--model_prefix={tmp_path}/v"], ["none-*.txt"]),
         ([f"--input_file={binary}", f"--model_prefix={tmp_path}/v"], [str(binary), "binary"]),
-        ([f"--input_file={tiny}", f"--model_prefix={tmp_path}/v", "--vocab_size=1000"], ["Vocabulary size", "--vocab_size"]),
+        ([f"--input_file={tiny}", f"--model_prefix={tmp_path}/v", "--vocab_size=1000"],
+         ["Vocabulary size", "--vocab_size"]),
         ([f"--input_file={mine}", f"--model_prefix={tmp_path}/mine"], ["--model_prefix", str(mine)]),
         ([f"--input_file={tiny}", f"--model_prefix={tmp_path}/v", "--input_sentence_size=0"],
          ["--input_sentence_size"]),
