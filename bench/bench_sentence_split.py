@@ -23,6 +23,7 @@ import os
 import platform
 import re
 import sys
+import tempfile
 import time
 
 from absl import app, flags
@@ -144,6 +145,26 @@ def rate(split, paragraphs, size):
             "mb_per_s": round(size / 1e6 / best, 3)}
 
 
+def pipeline_rate():
+    """MB/s of input through `prepare_corpus` (defaults of the script, 4 shards) on the books, best of --rounds."""
+    if not os.path.isdir(BOOKS):
+        return None
+    import tensorflow  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import  (fileio imports it: not timed)
+
+    from albert_tf.data import corpus  # pylint: disable=import-outside-toplevel
+
+    files = sorted(os.path.join(BOOKS, n) for n in os.listdir(BOOKS) if n.endswith(".txt"))
+    best = None
+    for _ in range(FLAGS.rounds):
+        with tempfile.TemporaryDirectory() as tmp:
+            stats = corpus.prepare_corpus(files, os.path.join(tmp, "c"), num_shards=4,
+                                          cleaning=corpus.CleaningOptions(min_document_chars=50))
+        best = stats if best is None or stats.elapsed_seconds < best.elapsed_seconds else best
+    return {"input_mb": round(best.bytes_total / 1e6, 2), "files": best.files_total,
+            "documents_read": best.documents_read, "sentences_written": best.sentences_written,
+            "seconds": round(best.elapsed_seconds, 3), "mb_per_s": round(best.bytes_total / 1e6 / best.elapsed_seconds, 2)}
+
+
 def main(argv):
     del argv
     sample = load_sample()
@@ -162,6 +183,11 @@ def main(argv):
         f1 = " / ".join(f"{scores[k]['f1']:.3f}" for k in ("prose", "wikipedia", "chinese", "all"))
         print(f"{name:28s} {speed['sentences_per_s']:9,d} {speed['mb_per_s']:7.2f}  {f1}   "
               f"{scores['all']['paragraphs_exact']}")
+    results["prepare_corpus"] = pipeline_rate()
+    if results["prepare_corpus"]:
+        r = results["prepare_corpus"]
+        print(f"prepare_corpus, one process: {r['mb_per_s']:.2f} MB/s ({r['input_mb']} MB, {r['files']} books, "
+              f"{r['documents_read']} documents, {r['sentences_written']} sentences in {r['seconds']} s)")
     output = FLAGS.output or os.path.join(HERE, "bench", "results", "sentence_split.json")
     os.makedirs(os.path.dirname(output), exist_ok=True)
     fileio.write_json(output, results)

@@ -23,7 +23,7 @@ from absl import flags, logging
 
 from albert_tf import cli, fileio
 from albert_tf.data import corpus
-from albert_tf.data.corpus import readers, writer
+from albert_tf.data.corpus import readers, sentences, writer
 from albert_tf.data.pretraining.shards import expand_input_patterns
 
 FLAGS = flags.FLAGS
@@ -46,6 +46,9 @@ flags.DEFINE_bool("normalize_whitespace", True, "Turn runs of whitespace into on
 flags.DEFINE_integer("min_document_chars", 50, "Drop documents with fewer characters than this (after cleaning; "
                      "0 keeps all but empty ones).")
 flags.DEFINE_bool("deduplicate", True, "Drop documents whose cleaned text equals an earlier one's.")
+flags.DEFINE_enum("sentence_splitter", "blingfire", list(sentences.SPLITTERS),
+                  "Sentence splitter behind the CJK rule: blingfire (fast; x86-64 only) or pysbd (pure Python, "
+                  "about 130 times slower; `pip install pysbd`), see docs/corpus.md.")
 flags.DEFINE_float("progress_interval", 10.0, "Seconds between progress lines (0: none).")
 
 
@@ -121,7 +124,8 @@ def main(argv):
             inputs, FLAGS.output_file, input_format=FLAGS.input_format, text_field=FLAGS.text_field,
             document_per_file=FLAGS.document_per_file, cleaning=cleaning,
             num_shards=0 if FLAGS.shard_size_mb else FLAGS.num_output_shards,
-            shard_bytes=int(FLAGS.shard_size_mb * 1e6), progress=ProgressLog(FLAGS.progress_interval))
+            shard_bytes=int(FLAGS.shard_size_mb * 1e6), progress=ProgressLog(FLAGS.progress_interval),
+            sentence_splitter=FLAGS.sentence_splitter)
     for line in stats.summary().splitlines():
         logging.info("%s", line)
     if stats.documents_written == 0:

@@ -109,6 +109,13 @@ def test_chinese_and_japanese_split_at_their_own_sentence_ends():
     assert sentences.split_sentences("他来了。Then he left. 好。") == ["他来了。", "Then he left.", "好。"]
 
 
+def test_pysbd_can_stand_in_for_bling_fire():
+    pytest.importorskip("pysbd")
+    split = sentences.splitter("pysbd")
+    assert split("Dr. Smith arrived. He sat down. 他来了。好！") == [
+        "Dr. Smith arrived.", "He sat down.", "他来了。", "好！"]
+
+
 # Cleaning.
 
 def test_cleaning_counts_and_drops_empty_short_and_duplicate_documents():

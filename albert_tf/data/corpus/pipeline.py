@@ -47,18 +47,18 @@ class CorpusStats:
 
 def prepare_corpus(input_files, output_file, *, input_format="auto", text_field="text", document_per_file=False,
                    cleaning=CleaningOptions(), num_shards=1, shard_bytes=0, progress=None, progress_every=1000,
-                   what="--output_file"):
+                   what="--output_file", sentence_splitter="blingfire"):
     """Converts `input_files` (paths, in order) into the pretraining input format at `output_file` (see
     `writer.ShardWriter` for `num_shards` / `shard_bytes`); returns `CorpusStats`.
 
-    `progress(stats)` is called every `progress_every` documents, after each file, and at the end.
+    `sentence_splitter` names the library (`sentences.SPLITTERS`). `progress(stats)` is called every `progress_every` documents, after each file, and at the end.
     """
     start = time.monotonic()
     stats = CorpusStats(files_total=len(input_files))
     sizes = [readers.file_size(path) for path in input_files]
     stats.bytes_total = sum(sizes)
     cleaner = Cleaner(cleaning)
-    split = sentences.split_sentences
+    split = sentences.splitter(sentence_splitter)
     progress = progress or (lambda stats: None)
 
     def update(done_before, corpus_file=None):
