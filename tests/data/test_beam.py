@@ -1,0 +1,184 @@
+"""The Apache Beam pipeline of pretraining data (`albert_tf.data.pretraining.beam`, `create_pretraining_data.py
+--runner=...`): the same records as the local tool on the shipped corpus (DirectRunner in-process and with two
+worker processes), Beam's output names read back by the records reader, the global shuffle, one-line errors and
+no output left by a failed run."""
+
+import collections
+import glob
+import os
+
+import pytest
+
+pytest.importorskip("apache_beam")
+
+# pylint: disable=wrong-import-position
+from albert_tf import fileio
+from albert_tf.data import records as records_lib
+from albert_tf.data.pretraining import (PretrainingConfig, PretrainingDataError, TokenTables, create_pretraining_data,
+                                        plan_shards, shard_records)
+from albert_tf.data.pretraining import beam as beam_pipeline
+from albert_tf.text import tokenization
+from tests.helpers import DATA_DIR, SPM, assert_one_line_error, run_script
+
+CORPUS = [os.path.join(DATA_DIR, "corpus", name)
+          for name in ("gutenberg-austen-emma.txt", "gutenberg-chesterton-brown.txt")]
+CONFIG = PretrainingConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2)
+SHARD_MB = 0.03  # several shards per file, so the workers' snapping to document boundaries matters
+DIRECT = ["--runner=DirectRunner"]
+
+
+def _read(paths):
+    """Every record of TFRecord files, in file order, CRCs checked."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return [r.numpy() for path in paths for r in tf.data.TFRecordDataset(path)]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The local tool's records for CORPUS, and the input file index of each record."""
+    out = str(tmp_path_factory.mktemp("local") / "local.tfrecord")
+    create_pretraining_data(",".join(CORPUS), [out], spm_model_file=SPM, config=CONFIG, num_workers=1,
+                            shard_size_mb=SHARD_MB)
+    local = _read([out])
+    tables = TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
+    origin = {}
+    shards = plan_shards(CORPUS, SHARD_MB)
+    for shard in shards:
+        for record in shard_records(shard, CONFIG, tables):
+            origin[record] = shard.file_index
+    assert len(origin) == len(local) and len({s.file_index for s in shards}) == 2 and len(shards) >= 4
+    return local, origin, len(shards)
+
+
+def _beam(prefix, args, shuffle, num_shards=3, suffix=""):
+    return beam_pipeline.create_pretraining_data_beam(
+        ",".join(CORPUS), str(prefix), spm_model_file=SPM, config=CONFIG, shard_size_mb=SHARD_MB,
+        num_output_shards=num_shards, file_name_suffix=suffix, global_shuffle=shuffle, pipeline_args=args)
+
+
+def _switches(records, origin):
+    labels = [origin[r] for r in records]
+    return sum(a != b for a, b in zip(labels, labels[1:]))
+
+
+def test_in_process_runner_same_records_as_local_tool_in_beam_named_files(tmp_path, reference, monkeypatch):
+    from apache_beam.runners.portability import prism_runner  # pylint: disable=import-outside-toplevel
+
+    prism = []
+    monkeypatch.setattr(prism_runner.PrismRunner, "__init__", lambda self, *a, **k: prism.append(1))
+    local, origin, num_shards = reference
+    prefix = tmp_path / "out" / "pretraining"
+    stats = _beam(prefix, DIRECT + ["--direct_running_mode=in_memory"], shuffle=False, suffix=".tfrecord")
+    assert not prism  # Beam's in-process Python runner, never the Prism binary
+    names = [f"pretraining-{i:05d}-of-00003.tfrecord" for i in range(3)]
+    assert sorted(os.listdir(tmp_path / "out")) == names
+    files = records_lib.expand_file_patterns(f"{prefix}-*")  # what run_pretraining.py --input_file=<prefix>-* reads
+    assert [os.path.basename(f) for f in files] == names
+    records_lib.check_record_lengths(files, CONFIG.max_seq_length, CONFIG.max_predictions_per_seq)
+    per_file = [_read([f]) for f in files]
+    beam_records = [r for recs in per_file for r in recs]
+    assert collections.Counter(beam_records) == collections.Counter(local)
+    assert all(per_file)
+    assert stats.instances == len(local) and stats.files == 2 and stats.shards == num_shards
+    # Without the global shuffle each file holds its records shard after shard: few changes of input file.
+    assert sum(_switches(recs, origin) for recs in per_file) <= 3 * num_shards
+
+
+def test_multi_process_runner_same_records_and_global_shuffle(tmp_path, reference):
+    local, origin, num_shards = reference
+    prefix = tmp_path / "pretraining"
+    _beam(prefix, DIRECT + ["--direct_running_mode=multi_processing", "--direct_num_workers=2"], shuffle=True,
+          num_shards=2)
+    files = sorted(glob.glob(f"{prefix}-*"))
+    assert [os.path.basename(f) for f in files] == ["pretraining-00000-of-00002", "pretraining-00001-of-00002"]
+    beam_records = _read(files)
+    assert collections.Counter(beam_records) == collections.Counter(local)
+    assert beam_records != local
+    # Shuffled across the corpus: the input file changes about as often as in a random order (2p(1-p) per record).
+    share = sum(origin[r] for r in local) / len(local)
+    expected = 2 * share * (1 - share) * len(local)
+    assert sum(_switches(_read([f]), origin) for f in files) > max(0.6 * expected, 6 * num_shards)
+
+
+def test_global_shuffle_in_process_keeps_the_records(tmp_path, reference):
+    local, origin, _ = reference
+    prefix = tmp_path / "one"
+    _beam(prefix, DIRECT, shuffle=True, num_shards=1)
+    beam_records = _read([f"{prefix}-00000-of-00001"])
+    assert collections.Counter(beam_records) == collections.Counter(local)
+    share = sum(origin[r] for r in local) / len(local)
+    assert _switches(beam_records, origin) > 0.6 * 2 * share * (1 - share) * len(local)
+
+
+def test_script_runs_the_pipeline_with_beam_options(tmp_path, reference):
+    local, _, _ = reference
+    out = tmp_path / "dir"
+    result = run_script("create_pretraining_data.py", [
+        f"--input_file={','.join(CORPUS)}", f"--output_dir={out}", f"--spm_model_file={SPM}", "--max_seq_length=64",
+        "--max_predictions_per_seq=10", "--dupe_factor=2", f"--shard_size_mb={SHARD_MB}", "--num_output_shards=2",
+        "--runner", "DirectRunner", "--direct_running_mode=in_memory", "--direct_num_workers", "1",
+        "--noglobal_shuffle"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    names = sorted(os.listdir(out))
+    assert names == ["pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord"]
+    assert collections.Counter(_read([out / n for n in names])) == collections.Counter(local)
+    # A second run would mix its shards with these under one glob: refused, nothing touched.
+    before = {n: (out / n).read_bytes() for n in names}
+    again = run_script("create_pretraining_data.py", [
+        f"--input_file={CORPUS[0]}", f"--output_dir={out}", f"--spm_model_file={SPM}", "--num_output_shards=4",
+        "--runner=DirectRunner"])
+    assert_one_line_error(again, "exist already", out)
+    assert {n: (out / n).read_bytes() for n in sorted(os.listdir(out))} == before
+
+
+def test_script_errors_in_one_line_and_leaves_nothing(tmp_path):
+    binary = tmp_path / "bin.txt"
+    binary.write_bytes(b"some text\n\x00\x01\x02 binary\n")
+    out = tmp_path / "new" / "dir"
+    common = [f"--spm_model_file={SPM}", f"--output_dir={out}", "--runner=DirectRunner"]
+    result = run_script("create_pretraining_data.py", [f"--input_file={CORPUS[0]},{binary}", *common])
+    assert_one_line_error(result, binary, "binary", status=1)
+    assert not (tmp_path / "new").exists()  # the folders it made are gone with Beam's temporary files
+    unknown = run_script("create_pretraining_data.py", [f"--input_file={CORPUS[0]}", *common, "--no_such_option=1"])
+    assert_one_line_error(unknown, "--no_such_option", status=2)
+    missing = run_script("create_pretraining_data.py", [f"--input_file={tmp_path}/none-*.txt", *common])
+    assert_one_line_error(missing, "none-*.txt", status=1)
+    assert not (tmp_path / "new").exists()
+
+
+def test_worker_error_is_the_local_tools_message(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    with pytest.raises(PretrainingDataError) as local_err:
+        create_pretraining_data(str(empty), [str(tmp_path / "x.tfrecord")], spm_model_file=SPM, config=CONFIG)
+    with pytest.raises(PretrainingDataError) as beam_err:
+        beam_pipeline.create_pretraining_data_beam(str(empty), str(tmp_path / "x"), spm_model_file=SPM, config=CONFIG,
+                                                   pipeline_args=DIRECT)
+    assert str(beam_err.value) == str(local_err.value)
+    assert os.listdir(tmp_path) == ["empty.txt"]
+
+
+def test_failure_after_the_write_leaves_no_matching_file(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "pretraining-notes.txt").write_text("not ours")
+    (out / "other").write_text("not ours")
+
+    def fail(*args):
+        assert sorted(os.listdir(out))[:1] == ["other"] and len(os.listdir(out)) == 4  # the shards were written
+        raise RuntimeError("cancelled")
+
+    monkeypatch.setattr(beam_pipeline, "_stats", fail)
+    with pytest.raises(PretrainingDataError, match="the Beam pipeline failed: RuntimeError: cancelled"):
+        beam_pipeline.create_pretraining_data_beam(CORPUS[0], str(out / "pretraining"), spm_model_file=SPM,
+                                                   config=CONFIG, num_output_shards=2, pipeline_args=DIRECT)
+    assert sorted(os.listdir(out)) == ["other", "pretraining-notes.txt"]
+    assert not glob.glob(str(out / "pretraining-*-of-*"))
+
+
+def test_no_beam_flags_without_runner(tmp_path):
+    result = run_script("create_pretraining_data.py", [f"--input_file={CORPUS[0]}", f"--output_file={tmp_path}/x",
+                                                       f"--spm_model_file={SPM}", "--direct_num_workers=2"])
+    assert_one_line_error(result, "--direct_num_workers", status=2)
+    assert not fileio.is_remote(str(tmp_path)) and os.listdir(tmp_path) == []
