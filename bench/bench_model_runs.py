@@ -1,4 +1,4 @@
-r"""The README's tables of `bench_model.py` runs, printed from the medians those runs wrote.
+r"""The tables of `bench_model.py` runs (docs/benchmarks.md), printed from the medians those runs wrote.
 
     python bench/bench_model_runs.py                                  # bench/figures/bench_model.json
     python bench/bench_model_runs.py --runs_json=/tmp/runs.json
@@ -9,8 +9,7 @@ Flags:
 Prints two Markdown tables, one row per run and configuration: the training step (seconds, fraction of the
 float32 matmul peak at the model's shapes, against keras-hub in the same precision where the run has it, and
 the bfloat16 sides against their float32 step) and batch-1 inference (milliseconds and multiple of the matmul-only time). Nothing is
-measured here: every figure is one `bench_model.py` printed and stored, so the README's tables can be checked
-against the stored runs (`tests/test_bench_model.py`).
+measured here: every figure is one `bench_model.py` printed and stored.
 """
 
 import json

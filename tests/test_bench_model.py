@@ -1,10 +1,7 @@
 """`bench/bench_model.py`'s matmul accounting against the model itself: the products its peak times
 (`step_matmuls`) and the dependency chain it times for batch 1 (`ForwardChain`) are the matmuls the model's
-own graph computes, counted op by op from the traced graph. And the README's tables of its runs are the stored
-runs (`bench/bench_model_runs.py`)."""
-
-import json
-import os
+own graph computes, counted op by op from the traced graph. And `bench/bench_model_runs.py` tables the stored
+runs like with like."""
 
 import numpy as np
 import pytest
@@ -12,7 +9,7 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs, set_heads_only
-from tests.helpers import REPO, bench_script
+from tests.helpers import bench_script
 
 CONFIG = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
                       intermediate_size=64, max_position_embeddings=32)
@@ -69,17 +66,6 @@ def test_inference_matmuls_and_forward_chain_are_the_encoders(bench_model):
     assert graph_matmul_flops(chain.fns[False]) == bench_model.MatmulPeak.flops(layers)
     out = chain.fns[False]().numpy()
     assert out.shape == (SEQ, CONFIG.hidden_size) and 0.5 < out.std() < 2  # values of order 1, not growing
-
-
-def test_readme_tables_are_the_stored_runs():
-    runs_module = bench_script("bench_model_runs")
-    with open(runs_module.DEFAULT_RUNS, encoding="utf-8") as f:
-        runs = json.load(f)["runs"]
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
-    for table in (runs_module.training_table(runs), runs_module.inference_table(runs)):
-        assert len(table) > 2
-        assert "\n".join(table) in readme, table[0]
 
 
 def test_run_tables_compare_like_with_like():

@@ -1,5 +1,5 @@
-"""The library's import rules (README, "Layout"), read from the source of every module, imports inside
-functions included: which layer packages may import which, no circles between packages, and training code
+"""The library's import rules (docs/design.md, "Import rules"), read from the source of every module, imports
+inside functions included: which layer packages may import which, no circles between packages, and training code
 (`tf.GradientTape`, `Model.fit`) only in `albert_tf/train/`."""
 
 import ast
