@@ -13,7 +13,7 @@ ALBERT models were trained with it. Tokenization has two stages, exposed under t
 
 `WordpieceTextTokenizer` chains the two with a vocabulary read by `load_vocab`; `FullTokenizer(vocab_file=...)`
 uses it. The character classes are the predicates `is_whitespace`, `is_control`, `is_punctuation` and
-`is_chinese_char`; the in-graph tokenizer (`albert_tf.text_layers`) builds its regular expressions from these same
+`is_chinese_char`; the in-graph tokenizer (`albert_tf.text.preprocessor`) builds its regular expressions from these same
 functions, so both paths classify characters identically.
 """
 
