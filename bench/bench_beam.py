@@ -36,7 +36,8 @@ CONFIGS = {
 def _one(kind, workers, inputs, out, dupe_factor, max_seq_length):
     """Runs one configuration in this process; prints the number of records."""
     sys.path.insert(0, REPO)
-    from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data  # pylint: disable=import-outside-toplevel
+    # pylint: disable-next=import-outside-toplevel
+    from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data
 
     config = PretrainingConfig(max_seq_length=max_seq_length, max_predictions_per_seq=20, dupe_factor=dupe_factor)
     if kind == "local":
@@ -86,9 +87,10 @@ def main():
         marginal = (big["cpu_s"] - tiny["cpu_s"]) / max(big["records"] - tiny["records"], 1)
         rows[name] = {**big, "cpu_ms_per_record": round(1000 * big["cpu_s"] / big["records"], 3),
                       "fixed_cpu_s": tiny["cpu_s"], "marginal_cpu_ms_per_record": round(1000 * marginal, 3)}
+        row = rows[name]
         print(f"{name:50s} {big['records']:6d} records  CPU {big['cpu_s']:7.2f} s  wall {big['wall_s']:6.2f} s  "
-              f"{rows[name]['cpu_ms_per_record']:6.3f} ms/record (marginal {rows[name]['marginal_cpu_ms_per_record']:.3f}"
-              f", fixed {tiny['cpu_s']:.2f} s)", flush=True)
+              f"{row['cpu_ms_per_record']:6.3f} ms/record (marginal {row['marginal_cpu_ms_per_record']:.3f}, "
+              f"fixed {tiny['cpu_s']:.2f} s)", flush=True)
     base = rows["local pool, 1 process"]
     for name, row in rows.items():
         row["cpu_per_record_vs_local_1"] = round(row["cpu_ms_per_record"] / base["cpu_ms_per_record"], 3)
