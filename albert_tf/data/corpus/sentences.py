@@ -2,8 +2,8 @@
 punctuation (。！？ and the closing quotes or brackets after them).
 
 Bling Fire was chosen by `bench/bench_sentence_split.py` (docs/corpus.md, "Sentence splitting"): it is a compiled
-finite-state machine that needs no model download, about as accurate as pysbd on the hand-checked sample and 130
-times faster. Its native library is built for x86-64 only; elsewhere `splitter("pysbd")` (pure Python, slow) does
+finite-state machine that needs no model download, about as accurate as pysbd on the hand-checked sample and about
+100 times faster. Its native library is built for x86-64 only; elsewhere `splitter("pysbd")` (pure Python, slow) does
 the same job.
 """
 
