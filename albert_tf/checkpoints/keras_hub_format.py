@@ -49,8 +49,9 @@ def load_backbone(path):
         raise CorruptCheckpointError(f"cannot read the keras-hub preset {path}: {reason(err)}") from None
 
 
-def backbone_arrays(backbone):
-    """{TF1 name: array} of a keras-hub `AlbertBackbone`."""
+def backbone_entries(backbone):
+    """One `Entry` per weight of a keras-hub `AlbertBackbone`, under its TF1 name: the correspondence both ways
+    (`backbone_arrays` reads with it, `keras_hub_writer` assigns with it)."""
     def entry(name, variable):
         return Entry(name, variable, tuple(variable.shape))
 
@@ -72,4 +73,9 @@ def backbone_arrays(backbone):
             entries += block_entries(f"bert/encoder/transformer/group_{g}/inner_group_{i}", block)
     pooler = backbone.get_layer("pooled_dense")
     entries += [entry("bert/pooler/dense/kernel", pooler.kernel), entry("bert/pooler/dense/bias", pooler.bias)]
-    return {e.name: e.to_tf1(e.variable.numpy()) for e in entries}
+    return entries
+
+
+def backbone_arrays(backbone):
+    """{TF1 name: array} of a keras-hub `AlbertBackbone`."""
+    return {e.name: e.to_tf1(e.variable.numpy()) for e in backbone_entries(backbone)}
