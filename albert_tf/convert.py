@@ -14,9 +14,9 @@ encoder-only checkpoint, a keras-hub backbone) the output holds the encoder only
 
 `--albert_config_file` may be left out when the input carries its config (a Hugging Face `config.json`, a
 keras-hub preset) or when an `albert_config.json` sits beside the input (or in its `assets/`), as in the
-original release's tarballs and TF-Hub modules. The config is always written as `albert_config.json` beside the output (inside the output
-directory for Hugging Face), so every output is self-describing. Existing output is never replaced without
-`--overwrite`.
+original release's tarballs and TF-Hub modules. The config is always written as `albert_config.json` beside
+the output (inside the output directory for Hugging Face and keras-hub), so every output is self-describing.
+Existing output is never replaced without `--overwrite`.
 
 Output paths: `original` and `native` write a checkpoint prefix (`<output_path>.index`, `.data-*`); an
 existing directory means `<output_path>/model.ckpt`. `huggingface` writes `config.json` and
@@ -264,7 +264,8 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
         raise UsageError("--output_path is required")
     if output_format not in OUTPUT_FORMATS:
         raise UsageError(f"--output_format must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}")
-    if output_format in ("huggingface", "keras_hub") and os.path.exists(output_path) and not os.path.isdir(output_path):
+    if (output_format in ("huggingface", "keras_hub") and os.path.exists(output_path)
+            and not os.path.isdir(output_path)):
         raise UsageError(f"--output_path {output_path!r} is a file; the {output_format} format writes a directory")
     keras_hub_out = output_format == "keras_hub"
     if not keras_hub_out:
