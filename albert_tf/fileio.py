@@ -29,6 +29,7 @@ import posixpath
 import re
 import shutil
 import socket
+import sys
 import uuid
 
 from albert_tf.errors import AlbertError, RunError, UsageError
@@ -42,14 +43,52 @@ class OutputError(AlbertError):
 
 
 def _tf():
-    """TensorFlow, imported on first use: the tools that only write records and text need no eager import."""
+    """TensorFlow, imported on first use, and only for a remote path: local files need no TF at all."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     return tf
 
 
-def _gfile():
-    return _tf().io.gfile
+class _LocalFiles:
+    """The part of `tf.io.gfile` this module uses, for local paths, on `os` (no TensorFlow import)."""
+
+    exists = staticmethod(os.path.exists)
+    isdir = staticmethod(os.path.isdir)
+    listdir = staticmethod(os.listdir)
+    remove = staticmethod(os.remove)
+    rmtree = staticmethod(shutil.rmtree)
+
+    @staticmethod
+    def makedirs(path):
+        os.makedirs(path, exist_ok=True)
+
+    @staticmethod
+    def rename(source, target, overwrite=False):
+        if not overwrite and os.path.exists(target):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), target)
+        os.replace(source, target)
+
+    @staticmethod
+    def copy(source, target, overwrite=False):
+        if not overwrite and os.path.exists(target):
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), target)
+        shutil.copyfile(source, target)
+
+    @staticmethod
+    def GFile(path, mode="r"):  # pylint: disable=invalid-name  (gfile's name)
+        return open(path, mode, encoding=None if "b" in mode else "utf-8")  # pylint: disable=consider-using-with
+
+
+def _fs(path):
+    """`tf.io.gfile` for a remote path, `os` for a local one."""
+    return _tf().io.gfile if is_remote(path) else _LocalFiles
+
+
+def _io_errors():
+    """The errors a file operation raises: OS errors, and TensorFlow's once it is loaded (only then can one be
+    raised here)."""
+    tf = sys.modules.get("tensorflow")
+    return (OSError, tf.errors.OpError) if tf is not None and hasattr(tf, "errors") else (OSError,)
 
 
 def is_remote(path):
@@ -57,11 +96,7 @@ def is_remote(path):
 
 
 def _makedirs(path):
-    """`makedirs` without importing TensorFlow for a local path (the data tools then need no TF at all)."""
-    if is_remote(path):
-        _gfile().makedirs(path)
-    else:
-        os.makedirs(path, exist_ok=True)
+    _fs(path).makedirs(path)
 
 
 def _split(path):
@@ -99,9 +134,9 @@ def staging_path(path, directory=False, inside=False):
         try:
             if is_remote(path):
                 if directory:
-                    _gfile().makedirs(tmp)
+                    _fs(tmp).makedirs(tmp)
                 else:
-                    with _gfile().GFile(tmp, "w"):
+                    with _fs(tmp).GFile(tmp, "w"):
                         pass
             elif directory:
                 os.mkdir(tmp)
@@ -124,11 +159,11 @@ def describe(err):
 
 def _remove_quietly(path):
     try:
-        if _gfile().isdir(path):
-            _gfile().rmtree(path)
-        elif _gfile().exists(path):
-            _gfile().remove(path)
-    except (OSError, _tf().errors.OpError):
+        if _fs(path).isdir(path):
+            _fs(path).rmtree(path)
+        elif _fs(path).exists(path):
+            _fs(path).remove(path)
+    except _io_errors():
         pass
 
 
@@ -155,14 +190,14 @@ def _replace_in_place(path):
 
 
 def _entries(directory):
-    return [name.rstrip("/") for name in _gfile().listdir(directory) if name.rstrip("/") != STAGING_NAME]
+    return [name.rstrip("/") for name in _fs(directory).listdir(directory) if name.rstrip("/") != STAGING_NAME]
 
 
 def _check_target(path, what, directory, replace_directory_ok):
     """Refuses, before any work, a target of the wrong kind or a non-empty directory not to be replaced."""
-    if not _gfile().exists(path):
+    if not _fs(path).exists(path):
         return
-    if _gfile().isdir(path) != directory:
+    if _fs(path).isdir(path) != directory:
         raise OutputError(f"cannot write {what}: it is {'a file' if directory else 'a directory'}")
     if directory and not replace_directory_ok and _entries(path):
         raise OutputError(f"cannot write {what}: it exists already")
@@ -186,25 +221,25 @@ def atomic_path(path, what=None, directory=False, replace_directory_ok=False):
         _check_target(path, what, directory, replace_directory_ok)
         if _within_writing(path):
             if directory:
-                _gfile().makedirs(path)
+                _fs(path).makedirs(path)
             else:
                 _makedirs(_split(path)[0])
             yield path
             return
-        inside = directory and _gfile().exists(path) and _replace_in_place(path)
+        inside = directory and _fs(path).exists(path) and _replace_in_place(path)
         if not inside:
-            _gfile().makedirs(_split(path)[0])
+            _makedirs(_split(path)[0])
         tmp = staging_path(path, directory, inside)
-    except (OSError, _tf().errors.OpError) as err:
+    except _io_errors() as err:
         raise OutputError(f"cannot write {what}: {describe(err)}") from None
     _writing.add(tmp)
     try:
         yield tmp
-        if directory and _gfile().exists(path):
+        if directory and _fs(path).exists(path):
             (_move_entries if inside else replace_directory)(tmp, path)
         else:
-            _gfile().rename(tmp, path, overwrite=True)
-    except (OSError, _tf().errors.OpError) as err:
+            _fs(tmp).rename(tmp, path, overwrite=True)
+    except _io_errors() as err:
         _remove_quietly(tmp)
         raise OutputError(f"cannot write {what}: {describe(err)}") from None
     except BaseException:
@@ -225,14 +260,14 @@ def atomic_prefix(prefix, what=None):
     try:
         _makedirs(_split(prefix)[0])
         tmp = staging_path(prefix, directory=True)
-    except (OSError, _tf().errors.OpError) as err:
+    except _io_errors() as err:
         raise OutputError(f"cannot write {what}: {describe(err)}") from None
     join = posixpath.join if is_remote(tmp) else os.path.join
     try:
         yield join(tmp, "ckpt")
-        for name in sorted(_gfile().listdir(tmp), key=lambda n: n.endswith(".index")):
-            _gfile().rename(join(tmp, name), prefix + name[len("ckpt"):], overwrite=True)
-    except (OSError, _tf().errors.OpError) as err:
+        for name in sorted(_fs(tmp).listdir(tmp), key=lambda n: n.endswith(".index")):
+            _fs(tmp).rename(join(tmp, name), prefix + name[len("ckpt"):], overwrite=True)
+    except _io_errors() as err:
         raise OutputError(f"cannot write {what}: {describe(err)}") from None
     finally:
         _remove_quietly(tmp)
@@ -243,7 +278,7 @@ def atomic_prefix(prefix, what=None):
 def atomic_write(path, mode="w", what=None):
     """Yields a file object writing `path` atomically (see `atomic_path`)."""
     with atomic_path(path, what) as tmp:
-        with _gfile().GFile(tmp, mode) as f:
+        with _fs(tmp).GFile(tmp, mode) as f:
             yield f
 
 
@@ -318,7 +353,7 @@ def refuse_inputs_as_outputs(outputs, inputs):
 def file_sha256(path):
     """Hex sha256 of a file's bytes, read in 1 MiB blocks (remote paths too)."""
     digest = hashlib.sha256()
-    with _gfile().GFile(path, "rb") as f:
+    with _fs(path).GFile(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -346,10 +381,10 @@ def remove_stale_partials(directory):
 def remove_stale_checkpoint_temps(directory):
     """Removes the `<prefix>_temp` directories TF leaves when a run is killed while saving a checkpoint
     (call it only while holding the directory's lock). Returns their names."""
-    if not _gfile().isdir(directory):
+    if not _fs(directory).isdir(directory):
         return []
     removed = []
-    for name in _gfile().listdir(directory):
+    for name in _fs(directory).listdir(directory):
         name = name.rstrip("/")
         if re.fullmatch(r"ckpt-\d+_temp", name) or re.fullmatch(r"ckpt-\d+_temp_[0-9a-f]+", name):
             _remove_quietly(os.path.join(directory, name) if not is_remote(directory)
@@ -460,12 +495,12 @@ class DirectoryLock:
 def replace_directory(source, target):
     """Moves the finished directory `source` to `target`, replacing this program's earlier `target` (moved
     into the staging folder first, then removed), so `target` is always either the old or the new one."""
-    if not _gfile().exists(target):
-        _gfile().rename(source, target)
+    if not _fs(target).exists(target):
+        _fs(source).rename(source, target)
         return target
     old = _staging_name(target)
-    _gfile().rename(target, old)
-    _gfile().rename(source, target)
+    _fs(target).rename(target, old)
+    _fs(source).rename(source, target)
     _remove_quietly(old)
     _remove_empty_sidecar(old)
     return target
@@ -477,9 +512,9 @@ def _move_entries(source, target):
     new ones moved in (folders first, so a SavedModel's `saved_model.pb` arrives last), the old removed."""
     old = staging_path(target, directory=True, inside=True)
     for name in _entries(target):
-        _gfile().rename(os.path.join(target, name), os.path.join(old, name))
-    for name in sorted(_entries(source), key=lambda n: not _gfile().isdir(os.path.join(source, n))):
-        _gfile().rename(os.path.join(source, name), os.path.join(target, name))
+        _fs(target).rename(os.path.join(target, name), os.path.join(old, name))
+    for name in sorted(_entries(source), key=lambda n: not _fs(target).isdir(os.path.join(source, n))):
+        _fs(target).rename(os.path.join(source, name), os.path.join(target, name))
     _remove_quietly(source)
     _remove_quietly(old)
     _remove_empty_sidecar(old)
@@ -488,14 +523,11 @@ def _move_entries(source, target):
 
 def copy_files(sources, directory):
     """Copies files into `directory` (created if needed), each atomically; returns the new paths."""
-    _gfile().makedirs(directory)
+    _fs(directory).makedirs(directory)
     copied = []
     for source in sources:
         target = os.path.join(directory, os.path.basename(source))
         with atomic_path(target) as tmp:
-            if is_remote(source) or is_remote(tmp):
-                _gfile().copy(source, tmp, overwrite=True)
-            else:
-                shutil.copyfile(source, tmp)
+            _fs(source if is_remote(source) else tmp).copy(source, tmp, overwrite=True)
         copied.append(target)
     return copied
