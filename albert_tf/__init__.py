@@ -17,6 +17,7 @@ _PUBLIC = {
     "AlbertClassifier": "albert_tf.model",
     "AlbertForMultipleChoice": "albert_tf.model",
     "AlbertForSquad": "albert_tf.model",
+    "text_classifier": "albert_tf.tasks.classification",
     "FullTokenizer": "albert_tf.text.tokenization",
     "encode_pair": "albert_tf.text.tokenization",
     "load_checkpoint": "albert_tf.checkpoints",

@@ -30,19 +30,26 @@ from albert_tf.data import glue
 from albert_tf.errors import RunError, UsageError
 from albert_tf.evaluation import glue as glue_metrics
 from albert_tf.model import AlbertClassifier, dummy_inputs
+from albert_tf.model.encoder import as_config
 from albert_tf.serving.classifier import export_classifier
 from albert_tf.tasks.base import TaskBase
+from albert_tf.text.preprocessor import AlbertTextPreprocessor
 from albert_tf.train import runner
 from albert_tf.train.predict import predict_in_order
 from albert_tf.train.runner import RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
+from albert_tf.train.text_inputs import TextInputs
 
 TASK_JSON = "task.json"
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class TrainableClassifier(TrainStep, AlbertClassifier):
-    """`AlbertClassifier` with the project's train/test step (the original's clipping across replicas)."""
+class TrainableClassifier(TextInputs, TrainStep, AlbertClassifier):
+    """`AlbertClassifier` with the project's train/test step (the original's clipping across replicas).
+
+    With a `preprocessor` (an `AlbertTextPreprocessor`; see `text_classifier`) its `fit`, `evaluate` and `predict`
+    also take raw texts or text pairs, tokenized in the `tf.data` pipeline (`albert_tf.train.text_inputs`).
+    """
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -85,11 +92,32 @@ class ClassifierParams(RuntimeParams):
     best_metric: str = None
 
 
-def build_classifier(config, num_labels, dropout_prob=0.1):
+def build_classifier(config, num_labels, dropout_prob=0.1, preprocessor=None):
     """A trainable `AlbertClassifier` with its weights created (call it under a strategy's scope)."""
-    model = TrainableClassifier(config, num_labels, dropout_prob=dropout_prob)
+    model = TrainableClassifier(config, num_labels, dropout_prob=dropout_prob, preprocessor=preprocessor)
     model(dummy_inputs(), training=False)
     return model
+
+
+def text_classifier(config, num_labels=2, spm_model_file=None, vocab_file=None, do_lower_case=True,
+                    max_seq_length=128, dropout_prob=0.1, **tokenizer_args):
+    """A `TrainableClassifier` whose `fit`, `evaluate` and `predict` take raw text.
+
+    `x` may be a list or numpy array of texts, a tuple `(texts_a, texts_b)` of pairs, or a `tf.data.Dataset` of
+    batches of texts / `(texts, labels)` / `((texts_a, texts_b), labels)`. The tokenizer is `FullTokenizer`'s, in
+    the graph (`AlbertTextPreprocessor`: SentencePiece with `spm_model_file`, else WordPiece with `vocab_file`;
+    `tokenizer_args`: `max_input_chars_per_word`, `map_latex_quotes`) and runs in the `tf.data` pipeline, not in
+    the model. `model.save("x.keras")` stores the tokenizer file; `keras.saving.load_model` restores it.
+    Load pretrained weights with `albert_tf.load_checkpoint(model, path)`; call it under a strategy's scope.
+    """
+    config = as_config(config)
+    if max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings "
+                         f"{config.max_position_embeddings}")
+    preprocessor = AlbertTextPreprocessor(spm_model_file=spm_model_file, vocab_file=vocab_file,
+                                          do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+                                          name="preprocessor", **tokenizer_args)
+    return build_classifier(config, num_labels, dropout_prob, preprocessor=preprocessor)
 
 
 def write_predictions(output_dir, examples, logits, label_list, regression):
