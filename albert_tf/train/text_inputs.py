@@ -202,7 +202,11 @@ class TextInputs:
                 and in_memory_texts(x) is not None):
             train, validation = _split_for_validation(in_memory_texts(x), y, sample_weight, validation_split)
             (x, y, sample_weight), validation_data, validation_split = train, validation, 0.0
-        x, y, sample_weight, batch_size = self._text_data(x, y, sample_weight, batch_size, shuffle=shuffle)
+        if self.preprocessor is not None and in_memory_texts(x) is not None:
+            x, y, sample_weight, batch_size = self._text_data(x, y, sample_weight, batch_size, shuffle=shuffle)
+            shuffle = False  # done above (Keras would warn that it ignores it on a dataset)
+        else:
+            x, y, sample_weight, batch_size = self._text_data(x, y, sample_weight, batch_size)
         if validation_data is not None and self.preprocessor is not None:
             if isinstance(validation_data, tf.data.Dataset):
                 validation_data = preprocess_dataset(validation_data, self.preprocessor)

@@ -209,3 +209,49 @@ def test_a_model_without_preprocessor_is_unchanged_and_unbatched_text_is_refused
     model = _classifier()
     with pytest.raises(ValueError, match="batch"):
         model.predict(tf.data.Dataset.from_tensor_slices(SST_TEXTS[:3]), verbose=0)
+
+
+def test_in_memory_text_is_shuffled_each_epoch_with_its_labels():
+    texts = [f"text {i}" for i in range(20)]
+    dataset = text_inputs.text_dataset(text_inputs.in_memory_texts(texts), np.arange(20), batch_size=20,
+                                       shuffle=True)
+    orders = []
+    for _ in range(2):
+        (batch_texts, batch_labels), = list(dataset.as_numpy_iterator())
+        assert [t.decode() for t in batch_texts] == [f"text {i}" for i in batch_labels]
+        orders.append(list(batch_labels))
+    assert sorted(orders[0]) == list(range(20)) and orders[0] != list(range(20)) and orders[0] != orders[1]
+    unshuffled = text_inputs.text_dataset(text_inputs.in_memory_texts(texts), np.arange(20), batch_size=20)
+    assert list(next(unshuffled.as_numpy_iterator())[1]) == list(range(20))
+
+
+def test_the_readme_keras_example(tmp_path):
+    """The README's Keras fine-tuning example, with a tiny config and a stand-in "pretrained" checkpoint."""
+    from albert_tf.model import AlbertModel, dummy_inputs  # pylint: disable=import-outside-toplevel
+    from albert_tf.train.optimization import create_optimizer  # pylint: disable=import-outside-toplevel
+
+    config = tiny_config()
+    encoder = AlbertModel(config)
+    encoder(dummy_inputs())
+    pretrained = tf.train.Checkpoint(model=encoder).write(str(tmp_path / "pretrained" / "ckpt"))
+
+    # --- as in the README ---
+    texts, labels = ["a gorgeous, witty movie.", "boilerplate cliches."] * 4, [1, 0] * 4
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        model = albert_tf.text_classifier(config, num_labels=2, spm_model_file=SPM, max_seq_length=32,
+                                          dropout_prob=0.1)
+        albert_tf.load_checkpoint(model, pretrained)
+        loaded_encoder = [np.array_equal(a, b) for a, b in zip(model.albert.get_weights(), encoder.get_weights())]
+        model.compile(optimizer=create_optimizer("adamw", 1e-3, num_train_steps=4, num_warmup_steps=1),
+                      metrics=["accuracy"])
+    history = model.fit(x=texts, y=labels, batch_size=4, epochs=2, verbose=0)
+    results = model.evaluate(x=texts, y=labels, verbose=0, return_dict=True)
+    logits = model.predict(["an utterly charming film."], verbose=0)
+    model.save(str(tmp_path / "sst2.keras"))
+    # ---
+    assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
+    assert int(model.optimizer.iterations.numpy()) == 4 and np.isfinite(results["loss"])
+    assert logits.shape == (1, 2) and all(loaded_encoder)
+    loaded = keras.saving.load_model(str(tmp_path / "sst2.keras"))
+    np.testing.assert_array_equal(loaded.predict(["an utterly charming film."], verbose=0), logits)
