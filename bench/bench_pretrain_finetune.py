@@ -12,7 +12,7 @@ every stage continues where it stopped, or is read back when done; a stage whose
 
 1. Corpus. `--corpus=shared` (default): the NLTK Project Gutenberg selection in `--gutenberg_dir`
    (`../shared/data/corpus/gutenberg/`, 13 public-domain books, 5.9 MB), whole books converted to the input
-   format (one sentence per line, a blank line between documents) by `tools/prepare_corpus.py`'s functions.
+   format (one sentence per line, a blank line between documents) by `tools/make_shipped_corpus.py`'s functions.
    `--corpus=shipped`: the excerpts in `data/corpus/gutenberg-*.txt` (six books, 0.5 MB). The book
    `--eval_book` is held out for the pretraining evaluation.
 2. Records: `albert_tf.data.pretraining.create_pretraining_data` (MLM + SOP, `--max_seq_length`,
@@ -138,7 +138,7 @@ def corpus_files(work_dir):
         books = sorted(glob.glob(os.path.join(REPO, "data", "corpus", "gutenberg-*.txt")))
         where = "data/corpus/gutenberg-*.txt (shipped excerpts)"
     else:
-        import prepare_corpus  # pylint: disable=import-outside-toplevel  (tools/prepare_corpus.py)
+        import make_shipped_corpus  # pylint: disable=import-outside-toplevel  (tools/make_shipped_corpus.py)
 
         source = os.path.abspath(FLAGS.gutenberg_dir)
         names = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(source, "*.txt")))
@@ -147,8 +147,8 @@ def corpus_files(work_dir):
         out = os.path.join(work_dir, "corpus")
         books = [os.path.join(out, f"gutenberg-{n}.txt") for n in names]
         if not all(os.path.exists(b) for b in books):
-            prepare_corpus.prepare(source, out, names, bytes_per_book=0)
-        where = f"{source} ({len(names)} whole books, converted by tools/prepare_corpus.py)"
+            make_shipped_corpus.prepare(source, out, names, bytes_per_book=0)
+        where = f"{source} ({len(names)} whole books, converted by tools/make_shipped_corpus.py)"
     held = [b for b in books if os.path.basename(b) == f"gutenberg-{FLAGS.eval_book}.txt"]
     if not held:
         raise SystemExit(f"bench_pretrain_finetune: error: --eval_book {FLAGS.eval_book} is not among the books")

@@ -17,7 +17,7 @@ Both get the same input files (comma-separated, sorted) and write one output fil
 
 Corpus: whole public-domain books from `../shared/data/corpus/gutenberg` (`--books`, default Emma, Sense and
 Sensibility, The Ball and the Cross, The Innocence of Father Brown: four files, about 2.4 MB) converted to the
-input format (one sentence per line, a blank line between documents) by `tools/prepare_corpus.py` into a
+input format (one sentence per line, a blank line between documents) by `tools/make_shipped_corpus.py` into a
 temporary directory; or `--corpus_dir` (its `*.txt` files).
 
 Measured per process: wall time (start to exit), CPU time (user + system of the process and of its worker
@@ -179,7 +179,7 @@ def prepare_corpus(args, tmp):
     if args.corpus_dir:
         return sorted(glob.glob(os.path.join(args.corpus_dir, "*.txt"))), args.corpus_dir
     sys.path.insert(0, os.path.join(ROOT, "tools"))
-    import prepare_corpus as tool  # pylint: disable=import-outside-toplevel
+    import make_shipped_corpus as tool  # pylint: disable=import-outside-toplevel
 
     corpus = os.path.join(tmp, "corpus")
     books = [b for b in args.books.split(",") if b]

@@ -24,7 +24,7 @@ CLS, SEP, MASK = 2, 3, 4
 
 def corpus_files():
     files = sorted(glob.glob(os.path.join(CORPUS_DIR, "*.txt")))
-    assert len(files) >= 5, "data/corpus should hold several books (tools/prepare_corpus.py)"
+    assert len(files) >= 5, "data/corpus should hold several books (tools/make_shipped_corpus.py)"
     return files
 
 

@@ -23,7 +23,7 @@ selection (six prose books, about 80 kB each) gives about 490 kB in 164 document
 books are converted (the benchmark uses that on a temporary directory).
 
 Usage:
-  python tools/prepare_corpus.py [--source ../shared/data/corpus/gutenberg] [--output data/corpus]
+  python tools/make_shipped_corpus.py [--source ../shared/data/corpus/gutenberg] [--output data/corpus]
 """
 
 import argparse
