@@ -2,7 +2,19 @@
 
 Every package raises a subclass of `AlbertError` for bad input (a config field, a data file, a checkpoint, a
 flag). The scripts print such an error as one line and exit with status 1 (`UsageError`: status 2); anything
-else is a bug and keeps its traceback.
+else is a bug and keeps its traceback. The family, by where each is defined:
+
+* here: `UsageError` (a flag), `DataError` and `MissingDataError` (a data file), `RunError` (a run that cannot go
+  on as asked);
+* `config.ConfigError` (an `albert_config.json` field); `fileio.OutputError` (an output that cannot be written);
+  `text.common.TokenizerError` (a tokenizer file);
+* `checkpoints.errors`: `CheckpointError` and its `CheckpointNotFoundError`, `CorruptCheckpointError`,
+  `CheckpointMismatchError`;
+* `data`: `glue.DataError` (with `UnknownTaskError`, `MissingSplitError`, `MalformedRowError`,
+  `UnknownLabelError`), `squad.SquadDataError`, `race.RaceFormatError`, `pretraining.PretrainingDataError`, all
+  `DataError`s;
+* `train`: `callbacks.NonFiniteLossError` (a `RunError`), `distribution.StrategyError`;
+* `serving`: `savedmodel.ExportError`, `predict.PredictError`, `predict.RestError`.
 """
 
 
