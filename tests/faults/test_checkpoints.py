@@ -92,10 +92,22 @@ def _data_file(directory):
     return data
 
 
+def _overwrite(path, data):
+    """Replaces the file at `path` with `data` (bytes); returns the path."""
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def _truncate(path):
+    """Cuts the file at `path` to its first half; returns the path."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return _overwrite(path, data[:len(data) // 2])
+
+
 def _garbage_state(d):
-    with open(os.path.join(d, "checkpoint"), "wb") as f:
-        f.write(GARBAGE)
-    return os.path.join(d, "checkpoint")
+    return _overwrite(os.path.join(d, "checkpoint"), GARBAGE)
 
 
 def _unparsable_state(d):  # text, but no CheckpointState: TF ignores it (and training would overwrite it)
@@ -105,27 +117,19 @@ def _unparsable_state(d):  # text, but no CheckpointState: TF ignores it (and tr
 
 
 def _empty_state(d):
-    open(os.path.join(d, "checkpoint"), "wb").close()
-    return os.path.join(d, "checkpoint")
+    return _overwrite(os.path.join(d, "checkpoint"), b"")
 
 
 def _garbage_index(d):
-    with open(_prefix(d) + ".index", "wb") as f:
-        f.write(GARBAGE)
-    return _prefix(d) + ".index"
+    return _overwrite(_prefix(d) + ".index", GARBAGE)
 
 
 def _empty_index(d):
-    open(_prefix(d) + ".index", "wb").close()
-    return _prefix(d) + ".index"
+    return _overwrite(_prefix(d) + ".index", b"")
 
 
 def _truncated_data(d):
-    path = _data_file(d)
-    with open(path, "rb") as f:
-        data = f.read()
-    with open(path, "wb") as f:
-        f.write(data[:len(data) // 2])
+    _truncate(_data_file(d))
     return _prefix(d)
 
 
@@ -261,38 +265,23 @@ def test_a_checkpoint_of_another_config_does_not_fit(tmp_path):
 # Hugging Face directories.
 
 def _truncated_safetensors(d):
-    path = os.path.join(d, "model.safetensors")
-    with open(path, "rb") as f:
-        data = f.read()
-    with open(path, "wb") as f:
-        f.write(data[:len(data) // 2])
-    return path
+    return _truncate(os.path.join(d, "model.safetensors"))
 
 
 def _garbage_safetensors(d):
-    with open(os.path.join(d, "model.safetensors"), "wb") as f:
-        f.write(GARBAGE)
-    return os.path.join(d, "model.safetensors")
+    return _overwrite(os.path.join(d, "model.safetensors"), GARBAGE)
 
 
 def _empty_safetensors(d):
-    open(os.path.join(d, "model.safetensors"), "wb").close()
-    return os.path.join(d, "model.safetensors")
+    return _overwrite(os.path.join(d, "model.safetensors"), b"")
 
 
 def _garbage_config(d):
-    with open(os.path.join(d, "config.json"), "wb") as f:
-        f.write(GARBAGE)
-    return os.path.join(d, "config.json")
+    return _overwrite(os.path.join(d, "config.json"), GARBAGE)
 
 
 def _truncated_config(d):
-    path = os.path.join(d, "config.json")
-    with open(path, "rb") as f:
-        data = f.read()
-    with open(path, "wb") as f:
-        f.write(data[:len(data) // 2])
-    return path
+    return _truncate(os.path.join(d, "config.json"))
 
 
 def _list_config(d):
