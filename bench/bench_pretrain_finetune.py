@@ -1,11 +1,13 @@
-r"""Does pretraining here give a better model? Pretrain a small ALBERT on public-domain books, fine-tune it on
-SST-2 and on a sentence-pair task, and compare with the same model trained from random initialisation on the
-same fine-tuning budget, over several seeds.
+r"""Does pretraining here give a better model? Pretrain a small ALBERT on public-domain books, then fine-tune it
+and the same model from random initialisation on SST-2 and on a sentence-pair task, each arm with its learning
+rate tuned the same way, over several seeds.
 
     pip install -r bench/requirements.txt                      # matplotlib, for the plot
-    python bench/bench_pretrain_finetune.py                    # the run the README quotes (~1.5 h on 2 cores)
-    python bench/bench_pretrain_finetune.py --work_dir=/tmp/pf_smoke --pretrain_steps=20 --sst2_steps=20 \
-      --pair_steps=20 --seeds=1                                # a smoke test of every stage (a few minutes)
+    python bench/bench_pretrain_finetune.py                    # the run docs/pretraining_evidence.md quotes
+    python bench/bench_pretrain_finetune.py --work_dir=/tmp/pf_smoke --corpus=shipped --pretrain_steps=40 \
+      --pretrain_eval_every=20 --sst2_steps=40 --sst2_eval_every=20 --pair_steps=20 --pair_eval_every=10 \
+      --lr_grid=1e-4,1e-3 --seeds=1,2 --results_json=/tmp/pf_smoke/results.json \
+      --plot=/tmp/pf_smoke/pretrain_finetune.png             # a smoke test of every stage (a few minutes)
 
 What it runs, each stage with the library's own code, in `--work_dir` (resumable: run the same command again and
 every stage continues where it stopped, or is read back when done; a stage whose settings changed is refused):
@@ -16,43 +18,48 @@ every stage continues where it stopped, or is read back when done; a stage whose
    `--corpus=shipped`: the excerpts in `data/corpus/gutenberg-*.txt` (six books, 0.5 MB). The book
    `--eval_book` is held out for the pretraining evaluation.
 2. Records: `albert_tf.data.pretraining.create_pretraining_data` (MLM + SOP, `--max_seq_length`,
-   `--max_predictions_per_seq` 20, `--dupe_factor`) with `data/30k-clean.model`.
+   `--max_predictions_per_seq` 20, `--dupe_factor` copies of the training books, each copy with its own segment
+   pairs and masks, as the original's `--dupe_factor=40`) with `data/30k-clean.model`.
 3. Pretraining: `albert_tf.tasks.pretraining` (`PretrainingParams`, the runner, the original's objective, LAMB,
    linear warm-up then linear decay) of `--albert_config_file` for `--pretrain_steps` of `--pretrain_batch_size`.
-   With `--masked_lm_budget` > 0 (default 0.15) new masks are drawn on every pass over the records (online
-   masking). Every `--pretrain_eval_every` steps the checkpoint is evaluated on the held-out book's records
-   (masked-LM and sentence-order accuracy; `eval_history.json`), printed as the run goes.
+   With `--masked_lm_budget` > 0 new masks are drawn on every pass (online masking); the default 0 uses the
+   stored masks. Every `--pretrain_eval_every` steps the checkpoint is evaluated on the held-out book's records
+   (masked-LM and sentence-order accuracy and loss), printed as the run goes.
 4. Fine-tuning: `albert_tf.tasks.classification.run_classifier` on SST-2 (the full 67,349-sentence train set
-   from `--glue_dir`; dev 872) and on `--pair_task` (RTE or MRPC, full train sets), for each seed of `--seeds`,
-   once from the final pretraining checkpoint (`--init_checkpoint`) and once from random initialisation, with
-   the same steps, batch size, warm-up and checkpoint interval; the learning rates are `--pretrained_lr` and
-   `--scratch_lr` (per task: `--sst2_*` / `--pair_*`). Every saved checkpoint is evaluated on dev
-   (`eval_history.json`). Reported per run: dev accuracy of the final checkpoint (the headline: nothing chosen
-   on dev) and of the best checkpoint (chosen on dev, optimistic); per arm the mean, the sample standard
-   deviation and the range over seeds; and the gap of the means.
-5. A PNG (`--plot`): the pretraining curves (held-out MLM and SOP accuracy against the step) and the dev-accuracy
-   curves of the pretrained and from-scratch runs of each task. All figures also go to `results.json`.
+   from `--glue_dir`; dev 872) and on `--pair_task` (MRPC or RTE, full train sets), once from the final
+   pretraining checkpoint (`--init_checkpoint`, arm "pretrained") and once from random initialisation (arm
+   "scratch"), with the same steps, batch size, warm-up and evaluation interval. Both arms are tuned alike:
+   a. sweep: every rate of `--lr_grid` on the first seed of `--seeds`;
+   b. the rate whose final checkpoint has the best dev accuracy is chosen, per arm and task;
+   c. every seed of `--seeds` at the chosen rate (the first is the sweep's run, read back);
+   d. the scratch arm again at `--scratch_long_factor` times the steps and warm-up (its best with more time).
+   Every saved checkpoint is evaluated on dev. Reported per run: dev accuracy of the final checkpoint (the
+   headline: nothing chosen on dev beyond the rate) and of the best checkpoint (optimistic).
+5. Summary per task: mean ± sample sd over seeds of each arm; the best scratch arm (same steps or longer, by
+   mean); the gap pretrained − best scratch and the combined seed sd sqrt(sd_p^2 + sd_s^2). The goals: on
+   SST-2 the gap is at least 2 points and larger than the combined sd; on the pair task the gap is larger than
+   the combined sd.
+6. `--results_json` (default `bench/results/pretrain_finetune.json`, written after every run, `"complete":
+   false` until the last) and the plot `--plot` (default `bench/figures/pretrain_finetune.png`): the held-out
+   pretraining curves, the learning-rate sweeps and the dev-accuracy curves of the chosen runs.
 
-The verdict line uses: gap of the means minus 2 points, against the combined seed spread
-sqrt(sd_pretrained^2 + sd_scratch^2).
-
-Flags (defaults are the settings of the run the README quotes):
+Flags (the defaults are the settings of the run docs/pretraining_evidence.md quotes):
   --work_dir             where everything is written (default /tmp/albert_pretrain_finetune)
   --corpus               shared | shipped (see 1.); --gutenberg_dir, --eval_book
   --albert_config_file   the model (default data/albert_config_tiny.json: 4 layers, H=128, E=64, 30k vocab)
   --max_seq_length, --dupe_factor, --masked_lm_budget
   --pretrain_steps, --pretrain_batch_size, --pretrain_lr, --pretrain_warmup_steps, --pretrain_eval_every,
   --pretrain_eval_batches (held-out batches of 64 per evaluation; 0: the whole held-out book)
-  --seeds                comma-separated fine-tuning seeds
+  --lr_grid              fine-tuning learning rates swept for both arms
+  --seeds                fine-tuning seeds (the first one sweeps)
+  --scratch_long_factor  the longer scratch runs' steps, as a multiple (0: none)
   --sst2_steps, --sst2_batch_size, --sst2_warmup_steps, --sst2_eval_every
-  --pair_task            rte | mrpc; --pair_steps, --pair_batch_size, --pair_warmup_steps, --pair_eval_every
-  --pretrained_lr, --scratch_lr    fine-tuning learning rates of the two arms (both tasks)
+  --pair_task            mrpc | rte; --pair_steps, --pair_batch_size, --pair_warmup_steps, --pair_eval_every
   --glue_dir             GLUE folder with SST-2/ and the pair task (default ../shared/data/glue)
   --skip_pair            SST-2 only
   --pretrain_only        stop after pretraining (run it ahead; the next run reads it back)
-  --plot                 the PNG (default <work_dir>/pretrain_finetune.png)
+  --results_json, --plot where the results and the PNG go
 """
-
 import glob
 import json
 import math
@@ -79,30 +86,32 @@ flags.DEFINE_string("eval_book", "chesterton-thursday", "Book held out for the p
 flags.DEFINE_string("albert_config_file", os.path.join(REPO, "data", "albert_config_tiny.json"), "The model.")
 flags.DEFINE_string("spm_model_file", os.path.join(REPO, "data", "30k-clean.model"), "SentencePiece model.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of pretraining and fine-tuning.")
-flags.DEFINE_integer("dupe_factor", 1, "create_pretraining_data --dupe_factor (training records).")
-flags.DEFINE_float("masked_lm_budget", 0.15, "Online masking (new masks every pass); 0: the stored masks.")
-flags.DEFINE_integer("pretrain_steps", 2000, "Pretraining steps.")
-flags.DEFINE_integer("pretrain_batch_size", 32, "Pretraining batch size.")
+flags.DEFINE_integer("dupe_factor", 40, "create_pretraining_data --dupe_factor (training records).")
+flags.DEFINE_float("masked_lm_budget", 0.0, "Online masking (new masks every pass); 0: the stored masks.")
+flags.DEFINE_integer("pretrain_steps", 5000, "Pretraining steps.")
+flags.DEFINE_integer("pretrain_batch_size", 64, "Pretraining batch size.")
 flags.DEFINE_float("pretrain_lr", 0.005, "Pretraining (LAMB) peak learning rate.")
-flags.DEFINE_integer("pretrain_warmup_steps", 200, "Pretraining warm-up steps.")
-flags.DEFINE_integer("pretrain_eval_every", 250, "Checkpoint + held-out evaluation interval (steps).")
+flags.DEFINE_integer("pretrain_warmup_steps", 500, "Pretraining warm-up steps.")
+flags.DEFINE_integer("pretrain_eval_every", 500, "Checkpoint + held-out evaluation interval (steps).")
 flags.DEFINE_integer("pretrain_eval_batches", 0, "Held-out batches of 64 per evaluation (0: the whole book).")
-flags.DEFINE_list("seeds", ["1", "2"], "Fine-tuning seeds.")
-flags.DEFINE_integer("sst2_steps", 2000, "SST-2 fine-tuning steps.")
+flags.DEFINE_list("lr_grid", ["1e-4", "3e-4", "1e-3", "3e-3"], "Fine-tuning learning rates swept for both arms.")
+flags.DEFINE_list("seeds", ["1", "2", "3"], "Fine-tuning seeds; the first one sweeps --lr_grid.")
+flags.DEFINE_integer("scratch_long_factor", 2, "The scratch arm again at this multiple of the steps (0: not).")
+flags.DEFINE_integer("sst2_steps", 1500, "SST-2 fine-tuning steps.")
 flags.DEFINE_integer("sst2_batch_size", 64, "SST-2 batch size.")
-flags.DEFINE_integer("sst2_warmup_steps", 200, "SST-2 warm-up steps.")
+flags.DEFINE_integer("sst2_warmup_steps", 150, "SST-2 warm-up steps.")
 flags.DEFINE_integer("sst2_eval_every", 250, "SST-2 checkpoint + dev evaluation interval.")
-flags.DEFINE_enum("pair_task", "rte", ["rte", "mrpc"], "The sentence-pair task.")
-flags.DEFINE_integer("pair_steps", 800, "Pair-task fine-tuning steps.")
+flags.DEFINE_enum("pair_task", "mrpc", ["mrpc", "rte"], "The sentence-pair task.")
+flags.DEFINE_integer("pair_steps", 600, "Pair-task fine-tuning steps.")
 flags.DEFINE_integer("pair_batch_size", 32, "Pair-task batch size.")
-flags.DEFINE_integer("pair_warmup_steps", 80, "Pair-task warm-up steps.")
+flags.DEFINE_integer("pair_warmup_steps", 60, "Pair-task warm-up steps.")
 flags.DEFINE_integer("pair_eval_every", 100, "Pair-task checkpoint + dev evaluation interval.")
-flags.DEFINE_float("pretrained_lr", 2e-4, "Fine-tuning learning rate from the pretrained checkpoint.")
-flags.DEFINE_float("scratch_lr", 1e-3, "Fine-tuning learning rate from random initialisation.")
 flags.DEFINE_string("glue_dir", os.path.join(REPO, "..", "shared", "data", "glue"), "GLUE data folder.")
 flags.DEFINE_bool("skip_pair", False, "Fine-tune on SST-2 only.")
 flags.DEFINE_bool("pretrain_only", False, "Stop after pretraining (to run it ahead; the next run reads it back).")
-flags.DEFINE_string("plot", None, "PNG to write (default <work_dir>/pretrain_finetune.png).")
+flags.DEFINE_string("results_json", os.path.join(REPO, "bench", "results", "pretrain_finetune.json"),
+                    "Where the results go (rewritten after every run).")
+flags.DEFINE_string("plot", os.path.join(REPO, "bench", "figures", "pretrain_finetune.png"), "The PNG to write.")
 
 SETTINGS_JSON = "bench_settings.json"
 EVAL_BATCH = 64
@@ -192,7 +201,7 @@ def make_records(work_dir):
 # -- 3. pretraining ----------------------------------------------------------------------------------------------
 
 def pretrain(work_dir, train_file, eval_file, counts, config):
-    """Pretrains (resuming); returns (final checkpoint prefix, {step: held-out results}, seconds)."""
+    """Pretrains (resuming); returns (final checkpoint prefix, {step: held-out results})."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     from albert_tf.tasks.pretraining import PretrainingParams, PretrainingTask  # pylint: disable=import-outside-toplevel
@@ -239,23 +248,27 @@ def pretrain(work_dir, train_file, eval_file, counts, config):
         print(f"  {step:5d}  {r['masked_lm_accuracy']:18.4f}  {r['masked_lm_loss']:14.3f}  "
               f"{r['sentence_order_accuracy']:23.4f}")
     final = tf.train.latest_checkpoint(output_dir)
-    return final, history, seconds
+    return final, history
 
 
 # -- 4. fine-tuning ----------------------------------------------------------------------------------------------
 
-def task_settings(task):
+def task_settings(task, factor=1):
+    """Steps, batch size, warm-up and evaluation interval of `task`; steps and warm-up times `factor`."""
     prefix = "sst2" if task == "sst-2" else "pair"
-    return {k: FLAGS[f"{prefix}_{k}"].value for k in ("steps", "batch_size", "warmup_steps", "eval_every")}
+    s = {k: FLAGS[f"{prefix}_{k}"].value for k in ("steps", "batch_size", "warmup_steps", "eval_every")}
+    s["steps"] *= factor
+    s["warmup_steps"] *= factor
+    return s
 
 
-def finetune(work_dir, task, arm, seed, init_checkpoint, config):
-    """One fine-tuning run (resuming); returns {step: dev results}."""
+def finetune(work_dir, task, arm, lr, seed, factor, init_checkpoint, config):
+    """One fine-tuning run (resuming, or read back when done); returns a record of it."""
     from albert_tf.tasks.classification import ClassifierParams, run_classifier  # pylint: disable=import-outside-toplevel
 
-    s = task_settings(task)
-    lr = FLAGS.pretrained_lr if arm == "pretrained" else FLAGS.scratch_lr
-    output_dir = os.path.join(work_dir, "finetune", task, f"{arm}-seed{seed}")
+    s = task_settings(task, factor)
+    name = f"{arm}-lr{lr:g}-seed{seed}" + (f"-x{factor}" if factor != 1 else "")
+    output_dir = os.path.join(work_dir, "finetune", task, name)
     stamp(output_dir, {**s, "learning_rate": lr, "init_checkpoint": init_checkpoint}, "fine-tuning run")
     params = ClassifierParams(
         albert_config=config, output_dir=output_dir, task_name=task, data_dir=FLAGS.glue_dir,
@@ -267,61 +280,109 @@ def finetune(work_dir, task, arm, seed, init_checkpoint, config):
     start = time.time()
     outcome = run_classifier(params)
     history = {int(k): v for k, v in outcome["eval_history"].items()}
-    final = history[max(history)][ACC]
-    best = max(r[ACC] for r in history.values())
-    print(f"  {task} {arm:10s} seed {seed}: dev accuracy final {100 * final:.2f} %, best {100 * best:.2f} % "
-          f"({(time.time() - start) / 60:.1f} min; {load()})", flush=True)
-    return history
+    run = {"arm": arm, "learning_rate": lr, "seed": seed, "steps": s["steps"], "history": history,
+           "final": 100 * history[max(history)][ACC], "best": 100 * max(r[ACC] for r in history.values()),
+           "train_wall_seconds": training_wall_seconds(output_dir)}
+    print(f"  {task} {name:28s} dev accuracy final {run['final']:.2f} %, best {run['best']:.2f} % "
+          f"({(time.time() - start) / 60:.1f} min this call; {load()})", flush=True)
+    return run
 
 
 def spread(values):
-    """(mean, sample sd, min, max) of accuracies in points."""
-    points = [100 * v for v in values]
-    sd = statistics.stdev(points) if len(points) > 1 else 0.0
-    return statistics.mean(points), sd, min(points), max(points)
+    """{mean, sd (sample), min, max} of accuracies in points."""
+    return {"mean": statistics.mean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "min": min(values), "max": max(values), "n": len(values)}
 
 
-def summarise(task, runs):
-    """Prints the per-seed table and summary of one task; returns the summary dict."""
+def tune_and_compare(work_dir, task, final_checkpoint, config, report):
+    """The protocol of the module docstring, steps 4a-d and 5, for one task; fills `report[task]`."""
+    grid = [float(x) for x in FLAGS.lr_grid]
+    seeds = [int(x) for x in FLAGS.seeds]
+    inits = {"pretrained": final_checkpoint, "scratch": None}
+    entry = report.setdefault(task, {"settings": task_settings(task), "sweep": {}, "chosen_lr": {}, "runs": {}})
+    s = entry["settings"]
+    print(f"\nfine-tuning {task} (train and dev from {os.path.abspath(FLAGS.glue_dir)}): {s['steps']} steps of batch "
+          f"{s['batch_size']}, warm-up {s['warmup_steps']}, AdamW, dev eval every {s['eval_every']} steps; "
+          f"sweep {', '.join(map(str, grid))} on seed {seeds[0]} for both arms, then seeds "
+          f"{', '.join(map(str, seeds))} at each arm's chosen rate", flush=True)
+    for lr in grid:
+        for arm in inits:
+            run = finetune(work_dir, task, arm, lr, seeds[0], 1, inits[arm], config)
+            entry["sweep"].setdefault(arm, {})[f"{lr:g}"] = run
+            write_results(report)
+    for arm in inits:
+        sweep = entry["sweep"][arm]
+        entry["chosen_lr"][arm] = max(grid, key=lambda lr, sweep=sweep: sweep[f"{lr:g}"]["final"])
+    print(f"  chosen rates (best final dev accuracy on seed {seeds[0]}): "
+          + ", ".join(f"{arm} {lr:g}" for arm, lr in entry["chosen_lr"].items()), flush=True)
+    arms = [("pretrained", 1), ("scratch", 1)] + ([("scratch", FLAGS.scratch_long_factor)]
+                                                   if FLAGS.scratch_long_factor > 1 else [])
+    for arm, factor in arms:
+        key = arm if factor == 1 else f"{arm}_x{factor}"
+        lr = entry["chosen_lr"][arm]
+        entry["runs"][key] = [finetune(work_dir, task, arm, lr, seed, factor, inits[arm], config) for seed in seeds]
+        write_results(report)
+    summarise(task, entry)
+    write_results(report)
+
+
+def summarise(task, entry):
+    """Per-arm spread, the best scratch arm, the gap and the goal of `task`; printed and stored in `entry`."""
     summary = {}
-    print(f"\n{task}: dev accuracy (%) per seed, final checkpoint / best checkpoint")
-    seeds = sorted(runs["pretrained"])
-    print("  seed  pretrained       scratch")
-    for seed in seeds:
-        row = []
-        for arm in ("pretrained", "scratch"):
-            h = runs[arm][seed]
-            row.append(f"{100 * h[max(h)][ACC]:6.2f} / {100 * max(r[ACC] for r in h.values()):6.2f}")
-        print(f"  {seed:4d}  {row[0]}  {row[1]}")
+    print(f"\n{task}: dev accuracy (%), final checkpoint / best checkpoint, at each arm's chosen rate")
+    for key, runs in entry["runs"].items():
+        print(f"  {key:12s} " + "  ".join(f"seed {r['seed']}: {r['final']:6.2f} / {r['best']:6.2f}" for r in runs))
     for which in ("final", "best"):
-        stats = {}
-        for arm in ("pretrained", "scratch"):
-            values = [(h[max(h)][ACC] if which == "final" else max(r[ACC] for r in h.values()))
-                      for h in (runs[arm][s] for s in seeds)]
-            stats[arm] = spread(values)
-        gap = stats["pretrained"][0] - stats["scratch"][0]
-        combined = math.hypot(stats["pretrained"][1], stats["scratch"][1])
-        line = "; ".join(f"{arm} {m:.2f} ± {sd:.2f} (range {lo:.2f}–{hi:.2f})"
-                         for arm, (m, sd, lo, hi) in stats.items())
-        print(f"  {which}: {line}; gap {gap:+.2f} points (combined seed sd {combined:.2f})")
-        summary[which] = {"pretrained": stats["pretrained"], "scratch": stats["scratch"], "gap": gap,
-                          "combined_sd": combined, "goal_met": gap - 2.0 > combined}
-    verdict = summary["final"]
-    print(f"  goal (gap of the final-checkpoint means - 2 points > combined sd): "
-          f"{'MET' if verdict['goal_met'] else 'NOT met'} ({verdict['gap']:+.2f} - 2 vs {verdict['combined_sd']:.2f})")
-    return summary
+        stats = {key: spread([r[which] for r in runs]) for key, runs in entry["runs"].items()}
+        scratch_keys = [k for k in stats if k.startswith("scratch")]
+        best_scratch = max(scratch_keys, key=lambda k: stats[k]["mean"])
+        gap = stats["pretrained"]["mean"] - stats[best_scratch]["mean"]
+        combined = math.hypot(stats["pretrained"]["sd"], stats[best_scratch]["sd"])
+        needed = 2.0 if task == "sst-2" else 0.0
+        goal = gap >= needed and gap > combined
+        summary[which] = {"arms": stats, "best_scratch": best_scratch, "gap": gap, "combined_sd": combined,
+                          "goal": f"gap >= {needed:g} points and gap > combined sd", "goal_met": goal}
+        line = "; ".join(f"{k} {v['mean']:.2f} ± {v['sd']:.2f}" for k, v in stats.items())
+        print(f"  {which}: {line}; gap to the best scratch arm ({best_scratch}) {gap:+.2f} points, combined sd "
+              f"{combined:.2f}: goal {'MET' if goal else 'NOT met'} ({summary[which]['goal']})")
+    entry["summary"] = summary
 
 
-# -- 5. plot -----------------------------------------------------------------------------------------------------
+# -- 5. results and plot -----------------------------------------------------------------------------------------
 
-def plot(path, pretrain_history, finetune_runs):
+RESULTS = {}
+
+
+def write_results(report):
+    """Rewrites --results_json with everything so far (atomically: a killed run leaves the previous file)."""
+    RESULTS["finetune"] = report
+    RESULTS["complete"] = all("summary" in report.get(t, {}) for t in RESULTS["tasks"])
+    path = os.path.abspath(FLAGS.results_json)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(RESULTS, f, indent=1, sort_keys=True)
+    os.replace(path + ".tmp", path)
+
+
+def training_wall_seconds(output_dir):
+    """Wall seconds between the first and the last training summary of a run in `output_dir` (its TensorBoard
+    events), so that a run read back or resumed still reports how long its training took."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    times = []
+    for path in glob.glob(os.path.join(output_dir, "train", "events.out.tfevents.*")):
+        times += [e.wall_time for e in tf.compat.v1.train.summary_iterator(path) if e.summary.value]
+    return max(times) - min(times) if times else None
+
+
+def plot(path, pretrain_history, report):
     import matplotlib  # pylint: disable=import-outside-toplevel
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
 
-    tasks = list(finetune_runs)
-    fig, axes = plt.subplots(1, 1 + len(tasks), figsize=(4.2 * (1 + len(tasks)), 3.4), dpi=90)
+    tasks = [t for t in report if "summary" in report[t]]
+    fig, axes = plt.subplots(1, 1 + 2 * len(tasks), figsize=(4.0 * (1 + 2 * len(tasks)), 3.4), dpi=90)
     ax = axes[0]
     steps = sorted(pretrain_history)
     ax.plot(steps, [pretrain_history[s]["masked_lm_accuracy"] for s in steps], "o-", label="masked-LM accuracy")
@@ -330,16 +391,31 @@ def plot(path, pretrain_history, finetune_runs):
     ax.set(title="pretraining (held-out book)", xlabel="pretraining step", ylabel="accuracy", ylim=(0, 1))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    for ax, task in zip(axes[1:], tasks):
-        for arm, color in (("pretrained", "tab:blue"), ("scratch", "tab:red")):
-            for i, (seed, h) in enumerate(sorted(finetune_runs[task][arm].items())):
-                s = sorted(h)
-                ax.plot(s, [100 * h[k][ACC] for k in s], "-", color=color, alpha=0.7, lw=1.2,
-                        label=f"{'pretrained' if arm == 'pretrained' else 'from scratch'}" if i == 0 else None)
-        ax.set(title=f"{task.upper()} dev accuracy ({len(finetune_runs[task]['scratch'])} seeds each)",
-               xlabel="fine-tuning step", ylabel="dev accuracy (%)")
+    colors = {"pretrained": "tab:blue", "scratch": "tab:red"}
+    for i, task in enumerate(tasks):
+        entry = report[task]
+        ax = axes[1 + 2 * i]
+        for arm, sweep in entry["sweep"].items():
+            lrs = sorted(sweep, key=float)
+            ax.plot([float(lr) for lr in lrs], [sweep[lr]["final"] for lr in lrs], "o-", color=colors[arm],
+                    label=arm)
+        ax.set(title=f"{task.upper()}: learning-rate sweep", xlabel="learning rate", ylabel="final dev accuracy (%)",
+               xscale="log")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+        ax = axes[2 + 2 * i]
+        for key, runs in entry["runs"].items():
+            arm = "pretrained" if key == "pretrained" else "scratch"
+            for j, r in enumerate(runs):
+                h = r["history"]
+                s = sorted(h, key=int)
+                ax.plot([int(k) for k in s], [100 * h[k][ACC] for k in s], "--" if "_x" in key else "-",
+                        color=colors[arm], alpha=0.7, lw=1.2, label=f"{key} (lr {r['learning_rate']:g})" if j == 0
+                        else None)
+        ax.set(title=f"{task.upper()} dev accuracy ({len(FLAGS.seeds)} seeds each)", xlabel="fine-tuning step",
+               ylabel="dev accuracy (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path)
@@ -358,34 +434,27 @@ def main(argv):
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
     start = time.time()
     train_file, eval_file, counts = make_records(work_dir)
-    final, pretrain_history, pretrain_seconds = pretrain(work_dir, train_file, eval_file, counts, config)
-    print(f"final pretraining checkpoint: {final}")
+    final, pretrain_history = pretrain(work_dir, train_file, eval_file, counts, config)
+    wall = training_wall_seconds(os.path.join(work_dir, "pretrain"))
+    print(f"final pretraining checkpoint: {final}; training took {wall / 60:.1f} min of wall time")
     if FLAGS.pretrain_only:
         return
 
     tasks = ["sst-2"] + ([] if FLAGS.skip_pair else [FLAGS.pair_task])
-    runs, summaries = {}, {}
+    RESULTS.update({
+        "command": " ".join(["python", "bench/bench_pretrain_finetune.py"] + sys.argv[1:]),
+        "flags": {f.name: f.value for f in FLAGS.get_key_flags_for_module(sys.argv[0])},
+        "machine": {"cpus": os.cpu_count(), "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
+        "records": counts, "pretrain_wall_seconds": wall, "pretrain_history": pretrain_history, "tasks": tasks})
+    for key in ("work_dir", "gutenberg_dir", "glue_dir", "albert_config_file", "spm_model_file", "results_json",
+                "plot"):
+        RESULTS["flags"][key] = os.path.relpath(os.path.abspath(RESULTS["flags"][key]), REPO)
+    RESULTS["flags"]["work_dir"] = "<work_dir>"
+    report = {}
     for task in tasks:
-        s = task_settings(task)
-        print(f"\nfine-tuning {task} (train and dev from {os.path.abspath(os.path.join(FLAGS.glue_dir))}): "
-              f"{s['steps']} steps of batch {s['batch_size']}, warm-up {s['warmup_steps']}, AdamW, dev eval every "
-              f"{s['eval_every']} steps; lr pretrained {FLAGS.pretrained_lr}, from scratch {FLAGS.scratch_lr}; "
-              f"seeds {','.join(FLAGS.seeds)}", flush=True)
-        runs[task] = {"pretrained": {}, "scratch": {}}
-        for seed in (int(x) for x in FLAGS.seeds):
-            for arm, init in (("pretrained", final), ("scratch", None)):
-                runs[task][arm][seed] = finetune(work_dir, task, arm, seed, init, config)
-    for task in tasks:
-        summaries[task] = summarise(task, runs[task])
-
-    plot_path = FLAGS.plot or os.path.join(work_dir, "pretrain_finetune.png")
-    plot(plot_path, pretrain_history, runs)
-    results = {"flags": {f.name: f.value for f in FLAGS.get_key_flags_for_module(sys.argv[0])},
-               "records": counts, "pretrain_seconds": pretrain_seconds,
-               "pretrain_history": pretrain_history, "finetune": runs, "summary": summaries}
-    with open(os.path.join(work_dir, "results.json"), "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=1, default=str)
-    print(f"results: {os.path.join(work_dir, 'results.json')}; total {(time.time() - start) / 60:.1f} min; {load()}")
+        tune_and_compare(work_dir, task, final, config, report)
+    plot(FLAGS.plot, pretrain_history, report)
+    print(f"results: {os.path.abspath(FLAGS.results_json)}; total {(time.time() - start) / 60:.1f} min; {load()}")
 
 
 if __name__ == "__main__":
