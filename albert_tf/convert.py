@@ -19,8 +19,13 @@ the output (inside the output directory for Hugging Face and keras-hub), so ever
 Existing output is never replaced without `--overwrite`.
 
 Output paths: `original` and `native` write a checkpoint prefix (`<output_path>.index`, `.data-*`); an
-existing directory means `<output_path>/model.ckpt`. `huggingface` writes `config.json` and
-`model.safetensors` into the directory `<output_path>`. `keras_hub` writes a keras-hub preset folder
+existing directory means `<output_path>/model.ckpt`. `huggingface` writes a folder `<output_path>` (replaced
+whole with `--overwrite`) that transformers opens with nothing else: `model.safetensors`, `config.json` naming
+the class of the input's head (`AlbertModel`, `AlbertForPreTraining`, `AlbertForSequenceClassification` with
+the label names of `--label_list` or `task.json`, `AlbertForQuestionAnswering` for the SQuAD v1.1 head), the
+tokenizer (`spiece.model`, `tokenizer.json`, `tokenizer_config.json`, `special_tokens_map.json`; or a WordPiece
+`vocab.txt` as a `BertTokenizer`) from `--spm_model_file` / `--vocab_file` or found beside the input, and
+`albert_config.json`. `keras_hub` writes a keras-hub preset folder
 `<output_path>` (replaced whole with `--overwrite`) that `keras_hub.models.AlbertBackbone.from_preset` and
 `AlbertTokenizer.from_preset` open, with `albert_config.json` inside:
 
@@ -45,6 +50,7 @@ from albert_tf import cli, fileio
 from albert_tf.errors import MissingDataError, UsageError
 
 OUTPUT_FORMATS = ("original", "huggingface", "native", "keras_hub")
+FOLDER_FORMATS = ("huggingface", "keras_hub")  # written as one folder, staged and replaced whole
 TASK_JSON = "task.json"  # what run_classifier.py leaves in its output folder: the labels of the head
 CONFIG_NAME = "albert_config.json"
 
@@ -61,8 +67,8 @@ def define_flags(flag_values=flags.FLAGS):
                         "Garden TF2 checkpoint, or native TF2 checkpoint.",
                         flag_values=flag_values)
     flags.DEFINE_enum("output_format", None, list(OUTPUT_FORMATS),
-                      "original: TF1 name-based checkpoint as the original release's; huggingface: "
-                      "config.json + model.safetensors; native: this project's TF2 checkpoint; keras_hub: a "
+                      "original: TF1 name-based checkpoint as the original release's; huggingface: a "
+                      "folder transformers opens (weights, config.json, tokenizer); native: this project's TF2 checkpoint; keras_hub: a "
                       "keras-hub preset folder (AlbertBackbone, AlbertTokenizer; AlbertTextClassifier for a "
                       "fine-tuned classifier).",
                       flag_values=flag_values)
@@ -75,19 +81,27 @@ def define_flags(flag_values=flags.FLAGS):
                       flag_values=flag_values)
     flags.DEFINE_bool("overwrite", False, "Replace an existing output.", flag_values=flag_values)
     flags.DEFINE_string("spm_model_file", None,
-                        "keras_hub output: the SentencePiece model of the tokenizer; default: the one *.model "
-                        "beside the input (or in its assets/).", flag_values=flag_values)
+                        "huggingface / keras_hub output: the SentencePiece model of the tokenizer; default: the one "
+                        "*.model beside the input (or in its assets/).", flag_values=flag_values)
     flags.DEFINE_string("vocab_file", None,
-                        "A WordPiece vocabulary, as the scripts take it; keras-hub's AlbertTokenizer is "
-                        "SentencePiece only, so keras_hub output refuses it.", flag_values=flag_values)
+                        "huggingface output: a WordPiece vocabulary (the Chinese models), written as a "
+                        "BertTokenizer; default: the one vocab*.txt beside the input when there is no *.model. "
+                        "keras-hub's AlbertTokenizer is SentencePiece only, so keras_hub output refuses it.",
+                        flag_values=flag_values)
     flags.DEFINE_bool("do_lower_case", True,
-                      "keras_hub output: whether the model's text is lowercased before SentencePiece (as the "
-                      "scripts' flag). keras-hub's AlbertTokenizer does not lowercase (or strip accents): the log "
-                      "says what to do to the text before it.", flag_values=flag_values)
+                      "huggingface / keras_hub output: whether the model's text is lowercased before tokenizing "
+                      "(as the scripts' flag); written into the Hugging Face tokenizer_config.json. keras-hub's "
+                      "AlbertTokenizer does not lowercase (or strip accents): the log says what to do to the text "
+                      "before it.", flag_values=flag_values)
     flags.DEFINE_integer("num_labels", None,
-                         "keras_hub output: write the input's classifier head (output_weights [num_labels, H]) as "
-                         "a keras-hub AlbertTextClassifier; default: the labels of run_classifier's task.json "
-                         "beside the input, else the backbone only.", lower_bound=1, flag_values=flag_values)
+                         "huggingface / keras_hub output: write the input's classifier head (output_weights "
+                         "[num_labels, H]) as AlbertForSequenceClassification / AlbertTextClassifier; default: the "
+                         "labels of run_classifier's task.json beside the input, else no classifier.",
+                         lower_bound=1, flag_values=flag_values)
+    flags.DEFINE_list("label_list", None,
+                      "huggingface output: the classifier's label names in index order (id2label / label2id); "
+                      "default: those of run_classifier's task.json beside the input, else LABEL_0, LABEL_1, ...",
+                      flag_values=flag_values)
 
 
 # ---------------------------------------------------------------- helpers
@@ -133,9 +147,11 @@ def output_files(output_path, output_format):
         return output_path, os.path.join(output_path, CONFIG_NAME), keras_hub_writer.preset_files(
             output_path, classifier=True)
     if output_format == "huggingface":
-        directory = output_path
-        return output_path, os.path.join(directory, CONFIG_NAME), [
-            os.path.join(directory, name) for name in ("config.json", "model.safetensors", CONFIG_NAME)]
+        from albert_tf.checkpoints import huggingface  # pylint: disable=import-outside-toplevel
+
+        files = sorted(set(huggingface.folder_files(output_path, spm_model_file=True))
+                       | set(huggingface.folder_files(output_path, vocab_file=True)))
+        return output_path, os.path.join(output_path, CONFIG_NAME), files
     prefix = os.path.join(output_path, "model.ckpt") if os.path.isdir(output_path) else output_path
     config_path = os.path.join(os.path.dirname(os.path.abspath(prefix)), CONFIG_NAME)
     return prefix, config_path, [prefix + ".index"] + glob.glob(glob.escape(prefix) + ".data-*")
@@ -176,6 +192,30 @@ def _input_folder(input_checkpoint):
     return os.path.dirname(os.path.abspath(input_checkpoint))
 
 
+def _beside(input_checkpoint, pattern):
+    """Files matching `pattern` beside the input (in its folder) or in its `assets/`, sorted."""
+    folder = _input_folder(input_checkpoint)
+    places = [folder, os.path.join(folder, "assets")]
+    return sorted(path for place in places for path in glob.glob(os.path.join(glob.escape(place), pattern)))
+
+
+def _one(found, kind, flag):
+    """The one file of `found` (logged as the tokenizer), None for none; several is a `UsageError` naming `flag`."""
+    if len(found) > 1:
+        raise UsageError(f"several {kind} beside the input ({', '.join(found)}); pass {flag} to say which is the "
+                         "model's")
+    if found:
+        logging.info("Tokenizer: %s (beside the input)", found[0])
+        return found[0]
+    return None
+
+
+def _existing_file(flag, path):
+    if not os.path.isfile(path):
+        raise MissingDataError(f"{flag}: no such file: {path}")
+    return path
+
+
 def keras_hub_tokenizer(input_checkpoint, spm_model_file=None, vocab_file=None):
     """The SentencePiece model for a keras_hub output: `spm_model_file`, else the one `*.model` beside the input
     or in its `assets/` (a keras-hub preset's `assets/tokenizer/vocabulary.spm`). Raises `UsageError` for a
@@ -185,22 +225,15 @@ def keras_hub_tokenizer(input_checkpoint, spm_model_file=None, vocab_file=None):
         raise UsageError(f"--vocab_file {vocab_file}: keras-hub's AlbertTokenizer is SentencePiece only, so a "
                          "WordPiece vocabulary cannot go into a keras_hub preset; pass --spm_model_file")
     if spm_model_file:
-        if not os.path.isfile(spm_model_file):
-            raise MissingDataError(f"--spm_model_file: no such file: {spm_model_file}")
-        return spm_model_file
-    folder = _input_folder(input_checkpoint)
-    places = [folder, os.path.join(folder, "assets")]
-    found = sorted(path for place in places for path in glob.glob(os.path.join(glob.escape(place), "*.model")))
-    preset_spm = os.path.join(folder, "assets", "tokenizer", "vocabulary.spm")
+        return _existing_file("--spm_model_file", spm_model_file)
+    found = _beside(input_checkpoint, "*.model")
+    preset_spm = os.path.join(_input_folder(input_checkpoint), "assets", "tokenizer", "vocabulary.spm")
     if not found and os.path.isfile(preset_spm):
         found = [preset_spm]
-    if len(found) == 1:
-        logging.info("Tokenizer: %s (beside the input)", found[0])
-        return found[0]
+    found = _one(found, "SentencePiece models", "--spm_model_file")
     if found:
-        raise UsageError(f"several SentencePiece models beside the input ({', '.join(found)}); pass "
-                         "--spm_model_file to say which is the model's")
-    vocabs = sorted(path for place in places for path in glob.glob(os.path.join(glob.escape(place), "vocab*.txt")))
+        return found
+    vocabs = _beside(input_checkpoint, "vocab*.txt")
     if vocabs:
         raise UsageError(f"the tokenizer beside the input is the WordPiece vocabulary {vocabs[0]}; keras-hub's "
                          "AlbertTokenizer is SentencePiece only, so it cannot go into a keras_hub preset")
@@ -208,24 +241,75 @@ def keras_hub_tokenizer(input_checkpoint, spm_model_file=None, vocab_file=None):
                            f"{input_checkpoint} (or in its assets/); pass --spm_model_file")
 
 
+def huggingface_tokenizer(input_checkpoint, spm_model_file=None, vocab_file=None):
+    """(spm_model_file, vocab_file) for a huggingface output, one of them None: the flag given (SentencePiece
+    first, as the scripts), else the one `*.model` beside the input or in its `assets/`, else the one
+    `vocab*.txt` there (WordPiece). (None, None) when there is none: the folder then holds the model only, which
+    `AutoModel` opens and `AutoTokenizer` does not (logged). Raises `MissingDataError` for a flag naming no file
+    and `UsageError` for several candidates."""
+    if spm_model_file:
+        return _existing_file("--spm_model_file", spm_model_file), None
+    if vocab_file:
+        return None, _existing_file("--vocab_file", vocab_file)
+    found = _one(_beside(input_checkpoint, "*.model"), "SentencePiece models", "--spm_model_file")
+    if found:
+        return found, None
+    found = _one(_beside(input_checkpoint, "vocab*.txt"), "WordPiece vocabularies", "--vocab_file")
+    if found:
+        return None, found
+    logging.warning("No tokenizer beside the input %s (no *.model or vocab*.txt): the Hugging Face folder holds "
+                    "the model only, and AutoTokenizer will not open it; pass --spm_model_file (or --vocab_file) "
+                    "to add it", input_checkpoint)
+    return None, None
+
+
+def _task_record(input_checkpoint):
+    """(path, contents) of the `task.json` run_classifier.py leaves beside its checkpoints; contents None when
+    there is no such file (or it records no labels)."""
+    path = os.path.join(_input_folder(input_checkpoint), TASK_JSON)
+    if not os.path.isfile(path):
+        return path, None
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError) as err:
+        raise MissingDataError(f"cannot read {path}: {err}") from None
+    if not isinstance(record, dict) or not isinstance(record.get("labels"), list):
+        return path, None
+    return path, record
+
+
+def classifier_head(input_checkpoint, num_labels=None, label_list=None):
+    """(number of outputs, label names or None, regression) of the input's classifier head, or (None, None,
+    False) for no classifier: from `num_labels` / `label_list` and the `task.json` that run_classifier.py leaves
+    beside its checkpoints (a regression task has one output and no names). Raises `UsageError` when they
+    disagree."""
+    path, record = _task_record(input_checkpoint)
+    names, regression = None, False
+    if record is not None:
+        regression = bool(record.get("regression"))
+        names = None if regression else [str(label) for label in record["labels"]]
+    recorded = (1 if regression else len(names)) if record is not None else None
+    if label_list:
+        if names is not None and list(label_list) != names:
+            raise UsageError(f"--label_list={','.join(label_list)}, but {path} beside the input names the "
+                             f"classifier's labels {names}")
+        names = list(label_list)
+    if num_labels is not None and names is not None and num_labels != len(names):
+        raise UsageError(f"--num_labels={num_labels}, but there are {len(names)} label names ({names}, from "
+                         f"{'--label_list' if label_list else path})")
+    if num_labels is not None and recorded is not None and num_labels != recorded:
+        raise UsageError(f"--num_labels={num_labels}, but {path} beside the input gives the classifier "
+                         f"{recorded} label(s) ({record.get('labels')})")
+    count = num_labels if num_labels is not None else len(names) if names is not None else recorded
+    return count, names, regression
+
+
 def classifier_labels(input_checkpoint, num_labels=None):
     """How many classes the input's classifier head has, for a keras_hub output: `num_labels`, else the labels
     of the `task.json` that run_classifier.py leaves beside its checkpoints (1 for regression), else None (no
     classifier). Raises `UsageError` when both are there and disagree."""
-    record_path = os.path.join(_input_folder(input_checkpoint), TASK_JSON)
-    labels = None
-    if os.path.isfile(record_path):
-        try:
-            with open(record_path, encoding="utf-8") as f:
-                record = json.load(f)
-        except (OSError, ValueError) as err:
-            raise MissingDataError(f"cannot read {record_path}: {err}") from None
-        if isinstance(record, dict) and isinstance(record.get("labels"), list):
-            labels = 1 if record.get("regression") else len(record["labels"])
-    if num_labels is not None and labels is not None and num_labels != labels:
-        raise UsageError(f"--num_labels={num_labels}, but {record_path} beside the input gives the classifier "
-                         f"{labels} label(s) ({record.get('labels')})")
-    return num_labels if num_labels is not None else labels
+    return classifier_head(input_checkpoint, num_labels)[0]
 
 
 def _missing_variable_ids(model, result):
@@ -240,23 +324,25 @@ def _missing_variable_ids(model, result):
 
 
 def convert(input_checkpoint, output_path, output_format, albert_config_file=None, init_from_group0=False,
-            overwrite=False, spm_model_file=None, vocab_file=None, do_lower_case=True, num_labels=None):
+            overwrite=False, spm_model_file=None, vocab_file=None, do_lower_case=True, num_labels=None,
+            label_list=None):
     """Converts `input_checkpoint` to `output_format` at `output_path`; returns the `LoadResult`.
 
-    keras_hub output only: the tokenizer (`spm_model_file`, else found beside the input; a WordPiece
-    `vocab_file` is refused), `do_lower_case` (logged: keras-hub's tokenizer does not lowercase) and
-    `num_labels` (a classifier head to write as an `AlbertTextClassifier`; see `classifier_labels`).
+    huggingface and keras_hub output (folders, replaced whole with `overwrite`): the tokenizer (`spm_model_file`,
+    else `vocab_file` for huggingface, else found beside the input; see `huggingface_tokenizer` and
+    `keras_hub_tokenizer`), `do_lower_case` (the tokenizer's rule), and a classifier head (`num_labels`,
+    huggingface's `label_list`, or the input's `task.json`: see `classifier_head`). Without a classifier the
+    model is `AlbertForPretraining`, or, when the input has no pretraining heads but the SQuAD v1.1 head,
+    `AlbertForSquad` (huggingface: `AlbertForQuestionAnswering`).
 
     Raises `UsageError` for bad arguments or an existing output, `CheckpointError` / `ConfigError` /
     `MissingDataError` for inputs that are missing, cannot be read or do not fit the config.
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf import checkpoints  # pylint: disable=import-outside-toplevel
-    from albert_tf.checkpoints import huggingface, original  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints import native, original  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints.errors import CheckpointMismatchError  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints.original import tf1_entries  # pylint: disable=import-outside-toplevel
-    from albert_tf.model import AlbertClassifier, AlbertForPretraining  # pylint: disable=import-outside-toplevel
 
     if not input_checkpoint:
         raise UsageError("--input_checkpoint is required")
@@ -264,84 +350,128 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
         raise UsageError("--output_path is required")
     if output_format not in OUTPUT_FORMATS:
         raise UsageError(f"--output_format must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}")
-    if (output_format in ("huggingface", "keras_hub") and os.path.exists(output_path)
-            and not os.path.isdir(output_path)):
+    folder_out = output_format in FOLDER_FORMATS
+    if folder_out and os.path.exists(output_path) and not os.path.isdir(output_path):
         raise UsageError(f"--output_path {output_path!r} is a file; the {output_format} format writes a directory")
-    keras_hub_out = output_format == "keras_hub"
-    if not keras_hub_out:
+    if not folder_out:
         for flag, value in (("--spm_model_file", spm_model_file), ("--vocab_file", vocab_file),
-                            ("--num_labels", num_labels)):
+                            ("--num_labels", num_labels), ("--label_list", label_list or None)):
             if value is not None:
-                raise UsageError(f"{flag} applies to --output_format=keras_hub only (the {output_format} format "
-                                 "holds no tokenizer and keeps every head the input has)")
+                raise UsageError(f"{flag} applies to --output_format=huggingface or keras_hub only (the "
+                                 f"{output_format} format holds no tokenizer and keeps every head the input has)")
+    if label_list and output_format != "huggingface":
+        raise UsageError("--label_list applies to --output_format=huggingface only (keras-hub stores no label "
+                         "names)")
 
     config, config_source, backbone = resolve_config(input_checkpoint, albert_config_file)
     logging.info("Config from %s: %s", config_source, json.dumps(config.to_dict(), sort_keys=True))
     target, config_path, files = output_files(output_path, output_format)
-    if keras_hub_out:
+    labels, regression = None, False
+    if output_format == "keras_hub":
         spm_model_file = keras_hub_tokenizer(input_checkpoint, spm_model_file, vocab_file)
         num_labels = classifier_labels(input_checkpoint, num_labels)
-    existing = _existing_output(files, config_path, config, whole_directory=target if keras_hub_out else None)
+    elif output_format == "huggingface":
+        spm_model_file, vocab_file = huggingface_tokenizer(input_checkpoint, spm_model_file, vocab_file)
+        num_labels, labels, regression = classifier_head(input_checkpoint, num_labels, label_list)
+    existing = _existing_output(files, config_path, config, whole_directory=target if folder_out else None)
     if existing and not overwrite:
         raise UsageError(f"--output_path {output_path!r} already holds {', '.join(existing)}; pass "
                              "--overwrite to replace it")
-    write_config = not keras_hub_out and (config_path in existing or not os.path.exists(config_path))
+    write_config = not folder_out and (config_path in existing or not os.path.exists(config_path))
     outputs = [("--output_path", path) for path in [target, *files] + ([config_path] if write_config else [])]
-    if keras_hub_out:  # the folder is replaced whole: no input may be inside it
+    if folder_out:  # the folder is replaced whole: no input may be inside it
         outputs.append(("--output_path", target, True))
     fileio.refuse_inputs_as_outputs(
         outputs,
         [("--input_checkpoint", path) for path in _input_files(input_checkpoint)]
-        + [("--albert_config_file", albert_config_file), ("--spm_model_file", spm_model_file)])
+        + [("--albert_config_file", albert_config_file), ("--spm_model_file", spm_model_file),
+           ("--vocab_file", vocab_file)])
 
-    if keras_hub_out:
+    if output_format == "keras_hub":
         from albert_tf.checkpoints import keras_hub_writer  # pylint: disable=import-outside-toplevel
 
         keras_hub_writer.check_config(config)  # before loading: a config keras-hub cannot compute
-    model = AlbertClassifier(config, num_labels) if num_labels else AlbertForPretraining(config)
-    result = checkpoints.load_checkpoint(model, backbone if backbone is not None else input_checkpoint,
-                                         init_from_group0=init_from_group0)
-    logging.info("Loaded %s", result)
+    model, result = _load_model(config, backbone if backbone is not None else input_checkpoint, num_labels,
+                                init_from_group0)
+    logging.info("Loaded %s into %s", result, type(model).__name__)
     missing_ids = _missing_variable_ids(model, result)
     if result.missing:
         logging.warning("Not in the input, so left out of the output: %s", ", ".join(result.missing))
     if result.unused:
         logging.warning("In the input but not used by the model: %s", ", ".join(result.unused))
 
+    arrays = {e.name: e.to_tf1(e.variable.numpy()) for e in tf1_entries(model) if id(e.variable) not in missing_ids}
+    if num_labels and "output_weights" not in arrays:
+        raise CheckpointMismatchError(
+            f"the input {input_checkpoint} has no classifier head (output_weights, output_bias) for the "
+            f"{num_labels} label(s) asked for; leave out --num_labels to write the backbone only")
     if output_format == "native":
         # The model's variables at their usual keys, but the heads the input lacked (never random weights).
-        from albert_tf.checkpoints import native  # pylint: disable=import-outside-toplevel
-
         root = native.partial_root(model, missing_ids) if missing_ids else model
         with fileio.atomic_prefix(target, f"--output_path {target}") as staged:
             tf.train.Checkpoint(model=root).write(staged)
+    elif output_format == "original":
+        original.write_tf1(arrays, target)
+    elif output_format == "keras_hub":
+        _write_keras_hub(target, config, arrays, spm_model_file, num_labels, do_lower_case, overwrite)
     else:
-        arrays = {e.name: e.to_tf1(e.variable.numpy()) for e in tf1_entries(model)
-                  if id(e.variable) not in missing_ids}
-        if output_format == "original":
-            original.write_tf1(arrays, target)
-        elif output_format == "keras_hub":
-            if num_labels and "output_weights" not in arrays:
-                raise CheckpointMismatchError(
-                    f"the input {input_checkpoint} has no classifier head (output_weights, output_bias) for the "
-                    f"{num_labels} label(s) asked for; leave out --num_labels to write the backbone only")
-            left_out = sorted(name for name in arrays if name.startswith("cls/"))
-            if left_out:
-                logging.warning("The keras_hub preset holds the backbone%s; the pretraining heads are left out: "
-                                "%s", " and the classifier head" if num_labels else "", ", ".join(left_out))
-            keras_hub_writer.write_preset(target, config, arrays, spm_model_file, num_labels=num_labels,
-                                          overwrite=overwrite, what=f"--output_path {target}")
-            accents = "strip accents (NFKD, combining marks dropped)"
-            logging.warning("keras-hub's AlbertTokenizer runs SentencePiece on the raw text: %s%s before it, as "
-                            "this model's tokenizer did (albert_tf.text.tokenization.preprocess_text(text, "
-                            "lower=%s))", "lowercase and " if do_lower_case else "", accents, do_lower_case)
-        else:
-            huggingface.write_hf(arrays, config, target)
+        from albert_tf.checkpoints import huggingface  # pylint: disable=import-outside-toplevel
+
+        huggingface.write_folder(target, config, arrays, spm_model_file, vocab_file, do_lower_case, labels=labels,
+                                 regression=regression, overwrite=overwrite, what=f"--output_path {target}",
+                                 model_max_length=min(512, config.max_position_embeddings))
+        logging.info("Hugging Face folder: %s (%s)", target, huggingface.architecture(arrays))
     if write_config:
         fileio.write_text(config_path, config.to_json_string())
     logging.info("Wrote %s (%s format, %d weights) and %s", target, output_format,
                  len(model.weights) - len(missing_ids), config_path)
     return result
+
+
+def _load_model(config, source, num_labels, init_from_group0):
+    """(model, LoadResult) of the input: `AlbertClassifier` with `num_labels`; else `AlbertForPretraining`, unless
+    the input lacks the masked-LM head and has the SQuAD v1.1 head (`cls/squad/...`), then `AlbertForSquad`."""
+    from albert_tf import checkpoints  # pylint: disable=import-outside-toplevel
+    from albert_tf.model import AlbertClassifier, AlbertForPretraining, AlbertForSquad, dummy_inputs  # pylint: disable=import-outside-toplevel
+
+    if num_labels:
+        model = AlbertClassifier(config, num_labels)
+        return model, checkpoints.load_checkpoint(model, source, init_from_group0=init_from_group0)
+    model = AlbertForPretraining(config)
+    result = checkpoints.load_checkpoint(model, source, init_from_group0=init_from_group0)
+    if not _lacks_mlm_head(model, result):
+        return model, result
+    squad = AlbertForSquad(config)
+    squad(dummy_inputs(seq_length=4), training=False)
+    squad_result = checkpoints.load_checkpoint(squad, source, init_from_group0=init_from_group0)
+    if not squad_result.missing:
+        return squad, squad_result
+    return model, result
+
+
+def _lacks_mlm_head(model, result):
+    """Whether the load left the masked-LM head of `model` (an `AlbertForPretraining`) unloaded."""
+    from albert_tf.checkpoints.original import pretraining_head_entries  # pylint: disable=import-outside-toplevel
+
+    missing = _missing_variable_ids(model, result)
+    return any(id(e.variable) in missing for e in pretraining_head_entries(model)
+               if e.name.startswith("cls/predictions/"))
+
+
+def _write_keras_hub(target, config, arrays, spm_model_file, num_labels, do_lower_case, overwrite):
+    """The keras_hub output of `arrays` (backbone, tokenizer, and a classifier's head), with its log lines."""
+    from albert_tf.checkpoints import keras_hub_writer  # pylint: disable=import-outside-toplevel
+
+    left_out = sorted(name for name in arrays if name.startswith("cls/"))
+    if left_out:
+        logging.warning("The keras_hub preset holds the backbone%s; the heads are left out: %s",
+                        " and the classifier head" if num_labels else "", ", ".join(left_out))
+    keras_hub_writer.write_preset(target, config, arrays, spm_model_file, num_labels=num_labels,
+                                  overwrite=overwrite, what=f"--output_path {target}")
+    accents = "strip accents (NFKD, combining marks dropped)"
+    logging.warning("keras-hub's AlbertTokenizer runs SentencePiece on the raw text: %s%s before it, as this "
+                    "model's tokenizer did (albert_tf.text.tokenization.preprocess_text(text, lower=%s))",
+                    "lowercase and " if do_lower_case else "", accents, do_lower_case)
 
 
 def main(argv, flag_values=flags.FLAGS):
@@ -355,7 +485,7 @@ def main(argv, flag_values=flags.FLAGS):
             albert_config_file=flag_values.albert_config_file, init_from_group0=flag_values.init_from_group0,
             overwrite=flag_values.overwrite, spm_model_file=flag_values.spm_model_file,
             vocab_file=flag_values.vocab_file, do_lower_case=flag_values.do_lower_case,
-            num_labels=flag_values.num_labels)
+            num_labels=flag_values.num_labels, label_list=flag_values.label_list)
 
 
 def run(argv):

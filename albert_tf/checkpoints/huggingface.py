@@ -3,6 +3,11 @@
 `hf_name(tf1_name)` gives the Hugging Face tensor name and whether the array is transposed (PyTorch
 `Linear` stores [out, in]; TF1 kernels are [in, out]). Both `AlbertModel` files (no prefix) and
 `AlbertForPreTraining` / task files (`albert.` prefix) are read.
+
+`write_folder` writes the complete folder transformers opens with nothing else: the weights, a `config.json` whose
+`architectures` names the class of the head the weights have (`AlbertModel`, `AlbertForPreTraining`,
+`AlbertForMaskedLM`, `AlbertForSequenceClassification` with `id2label` / `label2id`, `AlbertForQuestionAnswering`
+for the SQuAD v1.1 head), the tokenizer (`huggingface_tokenizer`) and this project's `albert_config.json`.
 """
 
 import json
@@ -14,8 +19,12 @@ from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
 from albert_tf import fileio
+from albert_tf.checkpoints import huggingface_tokenizer
 from albert_tf.checkpoints.errors import CheckpointMismatchError, CorruptCheckpointError
 from albert_tf.config import AlbertConfig, ConfigError
+
+CONFIG_NAME = "albert_config.json"  # this project's config, kept in the folder (transformers ignores it)
+MODEL_FILES = ("config.json", "model.safetensors", CONFIG_NAME)
 
 # (TF1 pattern, HF template, transposed). Patterns see names without the "bert/" prefix where marked.
 _TABLE = [
@@ -35,6 +44,8 @@ _TABLE = [
     (r"cls/seq_relationship/output_bias", "sop_classifier.classifier.bias", False),
     (r"output_weights", "classifier.weight", False),
     (r"output_bias", "classifier.bias", False),
+    (r"cls/squad/output_weights", "qa_outputs.weight", False),  # [2, H]: start logits row 0, end row 1
+    (r"cls/squad/output_bias", "qa_outputs.bias", False),
 ]
 # Hugging Face tensors that duplicate others (tied) or are buffers, never weights to load.
 TIED_OR_BUFFERS = {"predictions.decoder.weight", "predictions.decoder.bias", "albert.embeddings.position_ids"}
@@ -129,8 +140,8 @@ def read_config(path):
         raise CheckpointMismatchError(f"{os.path.dirname(config_file)}: {err}") from None
 
 
-def write_hf(arrays, config, directory):
-    """Writes `{tf1_name: array}` as `model.safetensors` + `config.json` in `directory` (atomically per file)."""
+def _tensors(arrays):
+    """`{Hugging Face name: float32 array}` of `{tf1_name: array}` (names Hugging Face has no tensor for dropped)."""
     tensors = {}
     for name, array in arrays.items():
         mapped = hf_name(name)
@@ -140,7 +151,77 @@ def write_hf(arrays, config, directory):
         tensors[key] = np.ascontiguousarray(array.T if transposed else array, dtype=np.float32)
     if "predictions.bias" in tensors:  # decoder.weight is tied to the word embeddings and not stored
         tensors["predictions.decoder.bias"] = tensors["predictions.bias"]
+    return tensors
+
+
+def write_hf(arrays, config, directory):
+    """Writes `{tf1_name: array}` as `model.safetensors` + `config.json` in `directory` (atomically per file)."""
+    tensors = _tensors(arrays)
     with fileio.atomic_path(os.path.join(directory, "model.safetensors")) as tmp:
         save_file(tensors, tmp, metadata={"format": "pt"})
     fileio.write_json(os.path.join(directory, "config.json"), config.to_hf_dict())
+    return directory
+
+
+def architecture(arrays):
+    """The transformers class that holds exactly the heads in `arrays` (by TF1 name)."""
+    if "output_weights" in arrays:
+        return "AlbertForSequenceClassification"
+    if "cls/squad/output_weights" in arrays:
+        return "AlbertForQuestionAnswering"
+    if "cls/predictions/output_bias" in arrays:
+        return "AlbertForPreTraining" if "cls/seq_relationship/output_weights" in arrays else "AlbertForMaskedLM"
+    return "AlbertModel"
+
+
+def hf_config(config, arrays, labels=None, regression=False):
+    """The `config.json` contents for `arrays`: `architectures` by the heads present; for a classifier
+    `num_labels`, `id2label` / `label2id` (from `labels`, else transformers' `LABEL_<i>`) and, for one output with
+    `regression`, `problem_type` "regression". Raises `CheckpointMismatchError` when `labels` are given for
+    weights without a classifier head or do not match its number of outputs."""
+    values = config.to_hf_dict()
+    values["architectures"] = [architecture(arrays)]
+    if "output_bias" not in arrays:
+        if labels:
+            raise CheckpointMismatchError(f"label names {labels} given, but the model has no classifier head "
+                                          "(output_weights, output_bias)")
+        return values
+    num_labels = int(np.shape(arrays["output_bias"])[0])
+    if labels is not None and len(labels) != num_labels:
+        raise CheckpointMismatchError(f"{len(labels)} label names {list(labels)} for a classifier head with "
+                                      f"{num_labels} outputs")
+    names = [str(label) for label in labels] if labels else [f"LABEL_{i}" for i in range(num_labels)]
+    values.update(num_labels=num_labels, id2label={str(i): name for i, name in enumerate(names)},
+                  label2id={name: i for i, name in enumerate(names)})
+    if regression and num_labels == 1:
+        values["problem_type"] = "regression"
+    return values
+
+
+def folder_files(directory, spm_model_file=None, vocab_file=None):
+    """The files `write_folder` writes into `directory` for this tokenizer."""
+    names = MODEL_FILES + huggingface_tokenizer.tokenizer_files(spm_model_file, vocab_file)
+    return [os.path.join(directory, name) for name in names]
+
+
+def write_folder(directory, config, arrays, spm_model_file=None, vocab_file=None, do_lower_case=True, labels=None,
+                 regression=False, overwrite=False, model_max_length=512, what=None):
+    """Writes the complete Hugging Face folder of `arrays` ({TF1 name: array}) at `directory`; returns it.
+
+    The tokenizer is `spm_model_file` (SentencePiece), else `vocab_file` (WordPiece), else none (weights and
+    config only). `labels` name a classifier head's outputs. The folder is staged and moved into place whole: a
+    failure leaves nothing at `directory`, and an existing non-empty one is replaced (whole) only with
+    `overwrite`. `what` names the output in errors (e.g. "--output_path /x").
+    """
+    values = hf_config(config, arrays, labels, regression)
+    tensors = _tensors(arrays)
+    with fileio.atomic_path(directory, what, directory=True, replace_directory_ok=overwrite) as staged:
+        if spm_model_file or vocab_file:
+            huggingface_tokenizer.write_tokenizer(staged, spm_model_file, vocab_file, do_lower_case,
+                                                  model_max_length=model_max_length, vocab_size=config.vocab_size)
+        save_file(tensors, os.path.join(staged, "model.safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(staged, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(values, f, indent=2, sort_keys=True)
+        with open(os.path.join(staged, CONFIG_NAME), "w", encoding="utf-8") as f:
+            f.write(config.to_json_string())
     return directory

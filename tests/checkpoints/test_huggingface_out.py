@@ -1,0 +1,340 @@
+"""Hugging Face out: `convert --output_format=huggingface` (and `--export_huggingface_dir` of the fine-tuning
+scripts) writes a folder that transformers opens offline with nothing else, for each head: `AutoModel`,
+`AlbertForPreTraining`, `AutoModelForSequenceClassification` (label names round-trip) and
+`AutoModelForQuestionAnswering` compute this project's outputs within 1e-5, and `AutoTokenizer` gives
+`FullTokenizer`'s ids on the held-out sample text except where docs/compatibility.md says Hugging Face's rule
+differs; bad input is one line and leaves no output folder.
+
+torch and transformers are test-only (`requirements-hf.txt`, installed by CI); the module is skipped without them.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from albert_tf import convert  # noqa: E402  (after the skips)
+from albert_tf.checkpoints import huggingface, huggingface_tokenizer, save_checkpoint  # noqa: E402
+from albert_tf.text.tokenization import encode_pair  # noqa: E402
+from albert_tf.model import AlbertForPretraining, AlbertForSquad, AlbertModel, dummy_inputs  # noqa: E402
+from albert_tf.tasks.classification import build_classifier  # noqa: E402
+from albert_tf.text.tokenization import FullTokenizer  # noqa: E402
+from tests.helpers import (DATA_DIR, FIXTURES_DIR, REPO, SPM, assert_one_line_error, leftovers, randomize,  # noqa: E402
+                           subprocess_env, tiny_config)
+
+SAMPLE = os.path.join(FIXTURES_DIR, "text_sample.txt")
+ZH_SAMPLE = os.path.join(FIXTURES_DIR, "zh_corpus.txt")
+WORDPIECE = os.path.join(DATA_DIR, "vocab_chinese.txt")
+TEXTS = ["the quick brown fox jumped over the lazy dog.", "Hello World, Héllo CAFÉ!", "  spaces   and\ttabs ",
+         "it cost 1,000, then 2,500 more.", "ALBERT: A Lite BERT for Self-supervised Learning", "ex-wife (and co.)"]
+LABELS = ["contradiction", "entailment", "neutral"]
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    """No network and one torch thread: transformers must open the folder alone, beside TensorFlow in one
+    process (two pytest-xdist workers share 2 cores)."""
+    def refuse(*args, **kwargs):
+        raise OSError("network access in a test of offline loading")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    torch.set_num_threads(1)
+
+
+def _inputs(batch=3, length=20, seed=1):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, 30000, (batch, length)).astype("int32")
+    ids[:, 0] = 2  # [CLS]
+    mask = np.ones((batch, length), "int32")
+    mask[1, 12:] = 0
+    mask[2, 5:] = 0
+    segments = np.zeros((batch, length), "int32")
+    segments[:, 8:] = 1
+    return ids, mask, segments
+
+
+def _torch_inputs(ids, mask, segments):
+    return {"input_ids": torch.tensor(ids, dtype=torch.long), "attention_mask": torch.tensor(mask, dtype=torch.long),
+            "token_type_ids": torch.tensor(segments, dtype=torch.long)}
+
+
+def _ours(model, ids, mask, segments, **extra):
+    return model({"input_ids": ids, "input_mask": mask, "segment_ids": segments, **extra}, training=False)
+
+
+def _theirs(cls, folder, ids, mask, segments):
+    model = cls.from_pretrained(folder, local_files_only=True)
+    model.eval()
+    assert model.dtype == torch.float32
+    with torch.no_grad():
+        return model, model(**_torch_inputs(ids, mask, segments))
+
+
+def _close(theirs, ours):
+    np.testing.assert_allclose(theirs.detach().numpy(), np.asarray(ours), atol=1e-5, rtol=0)
+
+
+def _built(model, **call):
+    model(dummy_inputs(**call), training=False)
+    return randomize(model, seed=3)
+
+
+def _release_folder(folder, model, config, fmt="original", spm=True):
+    """A folder as the original's release tarballs hold one (a checkpoint, albert_config.json, the SentencePiece
+    model); returns the checkpoint path."""
+    os.makedirs(folder, exist_ok=True)
+    prefix = os.path.join(folder, "model.ckpt-best" if fmt == "original" else "ckpt-7")
+    save_checkpoint(model, prefix, fmt)
+    config.to_json_file(os.path.join(folder, "albert_config.json"))
+    if spm:
+        shutil.copy(SPM, os.path.join(folder, "30k-clean.model"))
+    return prefix
+
+
+def _architectures(folder):
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        return json.load(f)["architectures"]
+
+
+@pytest.fixture(scope="module")
+def encoder_folder(tmp_path_factory):
+    """A random 2-group encoder in a release folder, converted (the tokenizer found beside it)."""
+    root = tmp_path_factory.mktemp("hf_encoder")
+    config = tiny_config(num_hidden_layers=4, num_hidden_groups=2, inner_group_num=2)
+    model = _built(AlbertModel(config))
+    prefix = _release_folder(str(root / "albert"), model, config)
+    output = str(root / "hf")
+    convert.convert(prefix, output, "huggingface")
+    return model, output
+
+
+def test_encoder_opens_as_auto_model(encoder_folder):
+    model, output = encoder_folder
+    assert sorted(os.listdir(output)) == sorted(huggingface.MODEL_FILES + huggingface_tokenizer.SPM_FILES)
+    assert _architectures(output) == ["AlbertModel"]
+    ids, mask, segments = _inputs()
+    hf_model, theirs = _theirs(transformers.AutoModel, output, ids, mask, segments)
+    assert type(hf_model).__name__ == "AlbertModel"
+    ours = _ours(model, ids, mask, segments)
+    _close(theirs.last_hidden_state, ours["sequence_output"])
+    _close(theirs.pooler_output, ours["pooled_output"])
+
+
+def test_pretraining_heads_open_as_albert_for_pretraining(tmp_path):
+    config = tiny_config()
+    model = _built(AlbertForPretraining(config), num_predictions=1)
+    prefix = _release_folder(str(tmp_path / "albert"), model, config)
+    output = str(tmp_path / "hf")
+    convert.convert(prefix, output, "huggingface")
+    assert _architectures(output) == ["AlbertForPreTraining"]
+    ids, mask, segments = _inputs(seed=2)
+    positions = np.array([[1, 4, 7], [2, 3, 11], [0, 1, 4]], "int32")
+    _, theirs = _theirs(transformers.AlbertForPreTraining, output, ids, mask, segments)
+    ours = _ours(model, ids, mask, segments, masked_lm_positions=positions)
+    gathered = np.take_along_axis(theirs.prediction_logits.numpy(), positions[..., None].astype("int64"), axis=1)
+    np.testing.assert_allclose(gathered.reshape(-1, config.vocab_size),
+                               np.asarray(ours["mlm_logits"]).reshape(-1, config.vocab_size), atol=1e-5, rtol=0)
+    _close(theirs.sop_logits, ours["sop_logits"])
+
+
+def _classifier_run(folder, labels=LABELS, regression=False):
+    """run_classifier's output folder: a native checkpoint, albert_config.json, task.json with the labels, and the
+    SentencePiece model beside it."""
+    config = tiny_config()
+    classifier = _built(build_classifier(config, 1 if regression else len(labels)))
+    prefix = _release_folder(str(folder), classifier, config, fmt="native")
+    with open(os.path.join(folder, "task.json"), "w", encoding="utf-8") as f:
+        json.dump({"task_name": "mnli", "labels": labels, "regression": regression}, f)
+    return classifier, prefix
+
+
+def test_classifier_opens_with_its_label_names(tmp_path):
+    classifier, prefix = _classifier_run(tmp_path / "run")
+    output = str(tmp_path / "hf")
+    convert.convert(prefix, output, "huggingface")
+    assert _architectures(output) == ["AlbertForSequenceClassification"]
+    ids, mask, segments = _inputs(seed=4)
+    hf_model, theirs = _theirs(transformers.AutoModelForSequenceClassification, output, ids, mask, segments)
+    assert hf_model.config.num_labels == 3
+    assert hf_model.config.id2label == dict(enumerate(LABELS))
+    assert hf_model.config.label2id == {name: i for i, name in enumerate(LABELS)}
+    _close(theirs.logits, _ours(classifier, ids, mask, segments))
+
+
+def test_regression_head_is_one_output_with_its_problem_type(tmp_path):
+    classifier, prefix = _classifier_run(tmp_path / "run", labels=[None], regression=True)
+    output = str(tmp_path / "hf")
+    convert.convert(prefix, output, "huggingface")
+    ids, mask, segments = _inputs(seed=5)
+    hf_model, theirs = _theirs(transformers.AutoModelForSequenceClassification, output, ids, mask, segments)
+    assert hf_model.config.num_labels == 1 and hf_model.config.problem_type == "regression"
+    _close(theirs.logits, _ours(classifier, ids, mask, segments))
+
+
+def test_squad_v1_head_opens_as_question_answering(tmp_path):
+    config = tiny_config()
+    squad = _built(AlbertForSquad(config), seq_length=4)
+    prefix = _release_folder(str(tmp_path / "squad"), squad, config)
+    output = str(tmp_path / "hf")
+    convert.convert(prefix, output, "huggingface")
+    assert _architectures(output) == ["AlbertForQuestionAnswering"]
+    ids, mask, segments = _inputs(seed=6)
+    _, theirs = _theirs(transformers.AutoModelForQuestionAnswering, output, ids, mask, segments)
+    ours = _ours(squad, ids, mask, segments)
+    _close(theirs.start_logits, ours["start_logits"])
+    _close(theirs.end_logits, ours["end_logits"])
+
+
+# ---------------------------------------------------------------- the tokenizer
+def _sample_lines():
+    with open(SAMPLE, encoding="utf-8") as f:
+        return [line for line in f.read().splitlines() if line.strip()] + TEXTS
+
+
+def _has_latex_quotes(text):
+    return "``" in text or "''" in text
+
+
+def test_auto_tokenizer_gives_full_tokenizer_ids(encoder_folder):
+    """Every held-out line: FullTokenizer's ids, except the LaTeX quotes, where Hugging Face's rule (`` and ''
+    become ") is FullTokenizer's `map_latex_quotes=True`; pairs get the original's segment ids."""
+    theirs = transformers.AutoTokenizer.from_pretrained(encoder_folder[1], local_files_only=True)
+    assert type(theirs).__name__ == "AlbertTokenizer"
+    ours = FullTokenizer(spm_model_file=SPM, do_lower_case=True)
+    hf_quotes = FullTokenizer(spm_model_file=SPM, do_lower_case=True, map_latex_quotes=True)
+    lines = _sample_lines()
+    quoted = [line for line in lines if _has_latex_quotes(line)]
+    assert quoted and len(lines) > 300
+    for text in lines:
+        expected = (hf_quotes if _has_latex_quotes(text) else ours).tokenize(text)
+        got = theirs(text, add_special_tokens=False)["input_ids"]
+        assert got == ours.convert_tokens_to_ids(expected), text
+    assert theirs(quoted[0], add_special_tokens=False)["input_ids"] != ours.convert_tokens_to_ids(
+        ours.tokenize(quoted[0]))  # the documented difference is real
+    ids, _, segments = encode_pair(ours, lines[0], lines[1], max_seq_length=128)
+    pair = theirs(lines[0], lines[1])
+    length = len(pair["input_ids"])
+    assert pair["input_ids"] == ids[:length] and pair["token_type_ids"] == segments[:length]
+    assert not any(ids[length:])
+
+
+def test_cased_tokenizer_keeps_case(tmp_path):
+    config = tiny_config()
+    prefix = _release_folder(str(tmp_path / "albert"), _built(AlbertModel(config)), config)
+    output = str(tmp_path / "hf")
+    convert.convert(prefix, output, "huggingface", do_lower_case=False)
+    theirs = transformers.AutoTokenizer.from_pretrained(output, local_files_only=True)
+    ours = FullTokenizer(spm_model_file=SPM, do_lower_case=False)
+    for text in TEXTS + _sample_lines()[300:]:
+        assert theirs(text, add_special_tokens=False)["input_ids"] == ours.convert_tokens_to_ids(
+            ours.tokenize(text)), text
+
+
+def test_wordpiece_vocabulary_opens_as_bert_tokenizer(tmp_path):
+    """A Chinese (WordPiece) model: vocab.txt + BertTokenizer, the original's ids on the Chinese sample."""
+    config = tiny_config(vocab_size=21128)
+    folder = tmp_path / "albert_zh"
+    prefix = _release_folder(str(folder), _built(AlbertModel(config)), config, spm=False)
+    shutil.copy(WORDPIECE, folder / "vocab_chinese.txt")
+    output = str(tmp_path / "hf")
+    convert.convert(prefix, output, "huggingface")  # the vocab*.txt beside the input
+    assert sorted(os.listdir(output)) == sorted(huggingface.MODEL_FILES + huggingface_tokenizer.WORDPIECE_FILES)
+    theirs = transformers.AutoTokenizer.from_pretrained(output, local_files_only=True)
+    ours = FullTokenizer(vocab_file=WORDPIECE, do_lower_case=True)
+    with open(ZH_SAMPLE, encoding="utf-8") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    for text in lines:
+        assert theirs(text, add_special_tokens=False)["input_ids"] == ours.convert_tokens_to_ids(
+            ours.tokenize(text)), text
+
+
+# ---------------------------------------------------------------- staging and bad input
+def test_a_failed_write_leaves_no_folder(tmp_path, monkeypatch):
+    config = tiny_config()
+    prefix = _release_folder(str(tmp_path / "albert"), _built(AlbertModel(config)), config)
+
+    def fail(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(huggingface, "save_file", fail)
+    with pytest.raises(convert.fileio.OutputError, match="No space left"):
+        convert.convert(prefix, str(tmp_path / "out"), "huggingface")
+    assert not os.path.exists(tmp_path / "out")
+    assert leftovers(tmp_path) == []
+
+
+def test_existing_output_needs_overwrite_and_is_replaced_whole(encoder_folder, tmp_path):
+    config = tiny_config()
+    prefix = _release_folder(str(tmp_path / "albert"), _built(AlbertModel(config)), config)
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "stale.txt").write_text("old")
+    with pytest.raises(convert.UsageError, match="--overwrite"):
+        convert.convert(prefix, str(output), "huggingface")
+    assert os.listdir(output) == ["stale.txt"]
+    convert.convert(prefix, str(output), "huggingface", overwrite=True)
+    assert "stale.txt" not in os.listdir(output) and "model.safetensors" in os.listdir(output)
+    assert leftovers(tmp_path) == []
+
+
+def _convert(*args):
+    return subprocess.run([sys.executable, "-m", "albert_tf.convert", "--output_format=huggingface", *args],
+                          cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=600, check=False)
+
+
+def _assert_no_output(tmp_path):
+    assert not os.path.exists(tmp_path / "out")
+    assert leftovers(tmp_path) == []
+
+
+def test_not_an_albert_folder_is_one_line(tmp_path):
+    folder = tmp_path / "bert"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 32}))
+    (folder / "model.safetensors").write_bytes(b"")
+    shutil.copy(SPM, folder / "spiece.model")
+    result = _convert(f"--input_checkpoint={folder}", f"--output_path={tmp_path / 'out'}")
+    assert_one_line_error(result, folder, status=1)
+    _assert_no_output(tmp_path)
+
+
+def test_a_missing_tokenizer_file_is_one_line(tmp_path):
+    config = tiny_config()
+    prefix = _release_folder(str(tmp_path / "albert"), _built(AlbertModel(config)), config, spm=False)
+    for flag in ("--spm_model_file", "--vocab_file"):
+        missing = tmp_path / "nope.model"
+        result = _convert(f"--input_checkpoint={prefix}", f"{flag}={missing}", f"--output_path={tmp_path / 'out'}")
+        assert_one_line_error(result, flag, missing, status=1)
+        _assert_no_output(tmp_path)
+
+
+def test_another_model_s_tokenizer_is_one_line(tmp_path):
+    config = tiny_config(vocab_size=1000)
+    prefix = _release_folder(str(tmp_path / "albert"), _built(AlbertModel(config)), config)
+    result = _convert(f"--input_checkpoint={prefix}", f"--output_path={tmp_path / 'out'}")
+    assert_one_line_error(result, "30000", "vocab_size", status=1)
+    _assert_no_output(tmp_path)
+
+
+def test_label_names_that_do_not_match_the_head_are_one_line(tmp_path):
+    _, prefix = _classifier_run(tmp_path / "run")
+    result = _convert(f"--input_checkpoint={prefix}", "--num_labels=2", f"--output_path={tmp_path / 'out'}")
+    assert_one_line_error(result, "--num_labels=2", "task.json", status=2)
+    _assert_no_output(tmp_path)
+    result = _convert(f"--input_checkpoint={prefix}", "--label_list=a,b", f"--output_path={tmp_path / 'out'}")
+    assert_one_line_error(result, "--label_list=a,b", "task.json", status=2)
+    _assert_no_output(tmp_path)
+    os.remove(tmp_path / "run" / "task.json")
+    result = _convert(f"--input_checkpoint={prefix}", "--label_list=a,b", f"--output_path={tmp_path / 'out'}")
+    assert_one_line_error(result, "shape mismatch", "[32, 3]", "[32, 2]", status=1)  # 2 labels, a 3-output head
+    _assert_no_output(tmp_path)
