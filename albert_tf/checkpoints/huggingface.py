@@ -22,6 +22,7 @@ from albert_tf import fileio
 from albert_tf.checkpoints import huggingface_tokenizer
 from albert_tf.checkpoints.errors import CheckpointMismatchError, CorruptCheckpointError
 from albert_tf.config import AlbertConfig, ConfigError
+from albert_tf.errors import UsageError
 
 CONFIG_NAME = "albert_config.json"  # this project's config, kept in the folder (transformers ignores it)
 MODEL_FILES = ("config.json", "model.safetensors", CONFIG_NAME)
@@ -196,6 +197,32 @@ def hf_config(config, arrays, labels=None, regression=False):
     if regression and num_labels == 1:
         values["problem_type"] = "regression"
     return values
+
+
+def is_folder(directory):
+    """Whether `directory` holds a Hugging Face folder this project wrote (weights, config.json and
+    albert_config.json): what an export may replace."""
+    return all(os.path.isfile(os.path.join(directory, name)) for name in MODEL_FILES)
+
+
+def folder_problem(directory):
+    """Why `directory` cannot take a Hugging Face export, or None: a file, or a non-empty folder that is not an
+    earlier export (`is_folder`), which is replaced whole."""
+    if not os.path.exists(directory):
+        return None
+    if not os.path.isdir(directory):
+        return "it is a file"
+    if os.listdir(directory) and not is_folder(directory):
+        return ("it holds files that are not a Hugging Face export (only an earlier export, with config.json, "
+                f"model.safetensors and {CONFIG_NAME}, is replaced); choose another folder")
+    return None
+
+
+def check_export_folder(directory, what):
+    """Raises `UsageError` ("<what>: why") when `folder_problem(directory)` says it cannot take an export."""
+    problem = folder_problem(directory)
+    if problem:
+        raise UsageError(f"{what}: {problem}")
 
 
 def folder_files(directory, spm_model_file=None, vocab_file=None):

@@ -17,8 +17,9 @@ Your own files (columns by position or, with a header row, by name; labels infer
 
 Outputs in --output_dir: checkpoints (the last --keep_checkpoint_max), eval_results.txt and eval_history.json
 (every checkpoint's dev results), best_checkpoint/ and best_checkpoint.json (the best by the task's metric and its
-step), test_results.tsv (probabilities) and submit_results.tsv (GLUE submission), and with --export_dir a
-SavedModel for TF Serving.
+step), test_results.tsv (probabilities) and submit_results.tsv (GLUE submission), with --export_dir a
+SavedModel for TF Serving, and with --export_huggingface_dir a folder transformers'
+AutoModelForSequenceClassification and AutoTokenizer open (label names included).
 """
 
 import math
@@ -60,6 +61,10 @@ flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep (0:
 flags.DEFINE_integer("iterations_per_loop", 1000, "Steps run per call into the device (Keras steps_per_execution).")
 flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "The optimizer.")
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModel (signatures on ids, tf.Examples and text).")
+flags.DEFINE_string("export_huggingface_dir", None, "Where to write, after the run, the Hugging Face folder of the "
+                                                    "final weights (AlbertForSequenceClassification with the label "
+                                                    "names, config and tokenizer); an earlier export there is "
+                                                    "replaced.")
 flags.DEFINE_float("threshold_to_export", float("nan"), "A classification threshold to serve with the exported model (output "
                                                 "'threshold').")
 flags.DEFINE_float("dropout_prob", 0.1, "Dropout rate on the pooled output before the classifier (the original "
@@ -140,6 +145,8 @@ def main(argv):
         print(f"  predictions: {outcome['test_results_file']}, {outcome['submit_results_file']}")
     if outcome.get("export_dir"):
         print(f"  SavedModel: {outcome['export_dir']}")
+    if outcome.get("export_huggingface_dir"):
+        print(f"  Hugging Face folder: {outcome['export_huggingface_dir']}")
 
 
 def run():

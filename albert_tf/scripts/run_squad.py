@@ -19,7 +19,8 @@ the predict file has answers `eval_results.txt` with the official scores:
   threshold search on the whole file (optimistic: the threshold is tuned on the questions it is scored on).
 
 Exports (with --export_dir): `ids/` (input ids -> logits, and the v2.0 answerability logit) and `text/` (question
-and context strings -> the same plus the best span), both loadable with tensorflow + tensorflow_text alone.
+and context strings -> the same plus the best span), both loadable with tensorflow + tensorflow_text alone. With
+--export_huggingface_dir (v1.1), a folder transformers' AutoModelForQuestionAnswering and AutoTokenizer open.
 """
 
 import time
@@ -69,6 +70,9 @@ flags.DEFINE_float("null_score_diff_threshold", None, "v2.0: answer \"\" when a 
 flags.DEFINE_bool("use_einsum", True, "Accepted for compatibility and unused: the attention here always runs as "
                                        "einsums.")
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModels (ids/ and text/).")
+flags.DEFINE_string("export_huggingface_dir", None, "SQuAD v1.1: where to write, after the run, the Hugging Face "
+                                                    "folder of the final weights (AlbertForQuestionAnswering, "
+                                                    "config and tokenizer); an earlier export there is replaced.")
 flags.DEFINE_bool("dynamic_padding", True, "SQuAD 2.0: predict in batches of windows of similar length, each cut to "
                                            "its longest window (same predictions, less work; else padded to "
                                            "--max_seq_length). v1.1 and TPUs always pad to --max_seq_length (the "
@@ -119,14 +123,13 @@ def main(argv):
     _check_flags()
     # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig
-    from albert_tf.tasks.squad import SquadParams, SquadTask
-    from albert_tf.train import runner
+    from albert_tf.tasks.squad import SquadParams, SquadTask, run_squad
 
     params = cli.params_from_flags(SquadParams, albert_config=AlbertConfig.from_json_file(FLAGS.albert_config_file),
                                    init_checkpoint=cli.init_checkpoint())
     start = time.time()
     task = SquadTask()
-    outcome = runner.run(task, params)
+    outcome = run_squad(params, task)
     print(f"\nDone in {time.time() - start:.0f} s.")
     if task.train is not None:
         print(f"  trained to step {outcome['step']} ({len(task.train.examples)} questions, "
@@ -136,6 +139,8 @@ def main(argv):
     _print_results(outcome, FLAGS.version_2_with_negative)
     for kind, path in (outcome.get("export_dir") or {}).items():
         print(f"  SavedModel ({kind}): {path}")
+    if outcome.get("export_huggingface_dir"):
+        print(f"  Hugging Face folder: {outcome['export_huggingface_dir']}")
 
 
 def run():

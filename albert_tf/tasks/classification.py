@@ -12,7 +12,9 @@ What differs from the other tasks:
   for STS-B and any regression (`--best_metric` overrides);
 * predictions: `test_results.tsv` (class probabilities, or the score) and `submit_results.tsv` (a GLUE
   submission: `index<TAB>prediction`, label strings);
-* the export: `serving.classifier.export_classifier` (ids, tf.Examples, text and text pairs).
+* the export: `serving.classifier.export_classifier` (ids, tf.Examples, text and text pairs); with
+  `export_huggingface_dir`, also the Hugging Face folder (`AlbertForSequenceClassification` with the label names
+  and the tokenizer) of the final weights, after the run (`exports.export_huggingface`).
 
 A directory records the task's labels in `task.json` and refuses a run with other labels.
 """
@@ -25,6 +27,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf import fileio
+from albert_tf.checkpoints import huggingface
 from albert_tf.config import AlbertConfig
 from albert_tf.data import glue
 from albert_tf.errors import RunError, UsageError
@@ -88,6 +91,7 @@ class ClassifierParams(RuntimeParams):
     dynamic_padding: bool = True
     length_bucketing: bool = False
     export_dir: str = None
+    export_huggingface_dir: str = None
     threshold_to_export: float = None
     best_metric: str = None
 
@@ -168,6 +172,9 @@ class ClassificationTask(TaskBase):
             raise UsageError(f"--best_metric {metric!r} is not reported for task {self.processor.task_name} "
                              f"(higher-is-better results: {', '.join(reported)})")
         self._check_task_record(params.output_dir)
+        if params.export_huggingface_dir:
+            huggingface.check_export_folder(params.export_huggingface_dir,
+                                            f"--export_huggingface_dir {params.export_huggingface_dir}")
         # Read every split first, so that data errors (an empty dev.tsv too) come before any model work.
         wanted = [s for s, on in (("train", params.do_train), ("dev", params.do_eval), ("test", params.do_predict))
                   if on]
@@ -265,5 +272,15 @@ class ClassificationTask(TaskBase):
 
 def run_classifier(params):
     """Trains, evaluates every checkpoint (keeping the best), predicts and exports as `params` asks; returns the
-    runner's outcome (`start_step`, `step`, `eval_results`, `best_step`, `eval_history`, `test_logits`, ...)."""
-    return runner.run(ClassificationTask(), params)
+    runner's outcome (`start_step`, `step`, `eval_results`, `best_step`, `eval_history`, `test_logits`, ...,
+    and `export_huggingface_dir`)."""
+    task = ClassificationTask()
+    outcome = runner.run(task, params)
+    if params.export_huggingface_dir:
+        from albert_tf.tasks.exports import export_huggingface  # pylint: disable=import-outside-toplevel  (it imports this module)
+
+        regression = task.processor.is_regression
+        outcome["export_huggingface_dir"], _ = export_huggingface(
+            task.build_model(params), params, labels=None if regression else task.processor.get_labels(),
+            regression=regression)
+    return outcome

@@ -14,7 +14,9 @@ What differs from the other tasks:
   scores when the file has answers; the best checkpoint is picked by F1, as the original's polling loop did;
 * predictions: `predictions.json`, `nbest_predictions.json` (and `null_odds.json` for v2.0, whose null threshold
   is tuned on `predict_file` when it has answers and none is given, as the original);
-* the export: `<export_dir>/ids/<step>/` and, with the SentencePiece model, `<export_dir>/text/<step>/`.
+* the export: `<export_dir>/ids/<step>/` and, with the SentencePiece model, `<export_dir>/text/<step>/`; with
+  `export_huggingface_dir` (v1.1), also the Hugging Face folder (`AlbertForQuestionAnswering` and the tokenizer)
+  of the final weights, after the run (`exports.export_huggingface`).
 """
 
 import dataclasses
@@ -24,6 +26,7 @@ import os
 import keras
 import tensorflow as tf
 
+from albert_tf.checkpoints import huggingface
 from albert_tf.config import AlbertConfig
 from albert_tf.data import squad
 from albert_tf.errors import UsageError
@@ -83,6 +86,7 @@ class SquadParams(RuntimeParams):
     null_score_diff_threshold: float = None
     dynamic_padding: bool = True
     export_dir: str = None
+    export_huggingface_dir: str = None
 
 
 def padded_to(model, seq_length):
@@ -127,12 +131,20 @@ class SquadTask(TaskBase):
         self.static_shapes = False  # TPUs: windows padded to max_seq_length
 
     def check(self, params, strategy):
-        if not (params.do_train or params.do_predict or params.export_dir):
-            raise UsageError("At least one of --do_train, --do_predict or --export_dir must be given.")
+        if not (params.do_train or params.do_predict or params.export_dir or params.export_huggingface_dir):
+            raise UsageError("At least one of --do_train, --do_predict, --export_dir or --export_huggingface_dir "
+                             "must be given.")
         if params.do_train and not params.train_file:
             raise UsageError("--do_train needs --train_file")
         if params.do_predict and not params.predict_file:
             raise UsageError("--do_predict needs --predict_file")
+        if params.export_huggingface_dir:
+            if params.version_2_with_negative:
+                raise UsageError("--export_huggingface_dir: Hugging Face's AlbertForQuestionAnswering is the v1.1 "
+                                 "span head; it has no place for SQuAD 2.0's answer verifier (leave out "
+                                 "--version_2_with_negative or --export_huggingface_dir)")
+            huggingface.check_export_folder(params.export_huggingface_dir,
+                                            f"--export_huggingface_dir {params.export_huggingface_dir}")
         squad.check_lengths(params.max_seq_length, params.max_query_length, params.doc_stride)
         self.static_shapes = isinstance(strategy, tf.distribute.TPUStrategy)
         if params.version_2_with_negative and (params.start_n_top > params.max_seq_length
@@ -277,7 +289,14 @@ class SquadTask(TaskBase):
                                   null_score_diff_threshold=threshold, version=step)
 
 
-def run_squad(params):
+def run_squad(params, task=None):
     """Fine-tunes (resuming from output_dir), predicts and evaluates, and exports, as `run_squad.py` describes;
-    returns the runner's outcome (steps, counts, the paths written, `eval_results`, `export_dir`)."""
-    return runner.run(SquadTask(), params)
+    returns the runner's outcome (steps, counts, the paths written, `eval_results`, `export_dir`,
+    `export_huggingface_dir`). `task`: the `SquadTask` to run (a new one by default), for its counts after."""
+    task = task or SquadTask()
+    outcome = runner.run(task, params)
+    if params.export_huggingface_dir:
+        from albert_tf.tasks.exports import export_huggingface  # pylint: disable=import-outside-toplevel  (it imports this module)
+
+        outcome["export_huggingface_dir"], _ = export_huggingface(task.build_model(params), params)
+    return outcome

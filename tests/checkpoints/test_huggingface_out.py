@@ -8,6 +8,7 @@ differs; bad input is one line and leaves no output folder.
 torch and transformers are test-only (`requirements-hf.txt`, installed by CI); the module is skipped without them.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -25,10 +26,12 @@ from albert_tf import convert  # noqa: E402  (after the skips)
 from albert_tf.checkpoints import huggingface, huggingface_tokenizer, save_checkpoint  # noqa: E402
 from albert_tf.text.tokenization import encode_pair  # noqa: E402
 from albert_tf.model import AlbertForPretraining, AlbertForSquad, AlbertModel, dummy_inputs  # noqa: E402
-from albert_tf.tasks.classification import build_classifier  # noqa: E402
+from albert_tf.checkpoints import latest_checkpoint, load_checkpoint  # noqa: E402
+from albert_tf.tasks.classification import ClassifierParams, build_classifier, run_classifier  # noqa: E402
+from albert_tf.tasks.squad import SquadParams, TrainableSquad, run_squad  # noqa: E402
 from albert_tf.text.tokenization import FullTokenizer  # noqa: E402
-from tests.helpers import (DATA_DIR, FIXTURES_DIR, REPO, SPM, assert_one_line_error, leftovers, randomize,  # noqa: E402
-                           subprocess_env, tiny_config)
+from tests.helpers import (DATA_DIR, FIXTURES_DIR, REPO, SAMPLE_GLUE, SPM, SQUAD_V1, assert_one_line_error,  # noqa: E402
+                           leftovers, randomize, subprocess_env, tiny_config)
 
 SAMPLE = os.path.join(FIXTURES_DIR, "text_sample.txt")
 ZH_SAMPLE = os.path.join(FIXTURES_DIR, "zh_corpus.txt")
@@ -256,6 +259,72 @@ def test_wordpiece_vocabulary_opens_as_bert_tokenizer(tmp_path):
     for text in lines:
         assert theirs(text, add_special_tokens=False)["input_ids"] == ours.convert_tokens_to_ids(
             ours.tokenize(text)), text
+
+
+# ---------------------------------------------------------------- --export_huggingface_dir of the scripts
+def _classifier_params(tmp_path, **overrides):
+    values = dict(albert_config=tiny_config(), output_dir=str(tmp_path / "run"), task_name="sst-2",
+                  data_dir=SAMPLE_GLUE, spm_model_file=SPM, max_seq_length=32, train_batch_size=8, train_step=2,
+                  save_checkpoints_steps=2, iterations_per_loop=2, log_every=0, do_train=True,
+                  export_huggingface_dir=str(tmp_path / "hf"))
+    values.update(overrides)
+    return ClassifierParams(**values)
+
+
+def test_run_classifier_exports_the_trained_model(tmp_path):
+    params = _classifier_params(tmp_path)
+    outcome = run_classifier(params)
+    output = outcome["export_huggingface_dir"]
+    assert output == str(tmp_path / "hf") and _architectures(output) == ["AlbertForSequenceClassification"]
+    classifier = build_classifier(params.albert_config, 2)
+    assert not load_checkpoint(classifier, latest_checkpoint(params.output_dir)).missing  # the trained weights
+    ids, mask, segments = _inputs(seed=7)
+    hf_model, theirs = _theirs(transformers.AutoModelForSequenceClassification, output, ids, mask, segments)
+    assert hf_model.config.id2label == {0: "0", 1: "1"}  # SST-2's labels
+    _close(theirs.logits, _ours(classifier, ids, mask, segments))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(output, local_files_only=True)
+    assert tokenizer.model_max_length == 32
+    # Run again: the earlier export is replaced whole, with nothing left over.
+    (tmp_path / "hf" / "model.safetensors").write_bytes(b"stale")
+    run_classifier(dataclasses.replace(params, do_train=False, do_eval=True))
+    _, again = _theirs(transformers.AutoModelForSequenceClassification, output, ids, mask, segments)
+    _close(again.logits, theirs.logits.numpy())
+    assert leftovers(tmp_path) == []
+
+
+def test_export_dir_of_other_files_is_refused_before_training(tmp_path):
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "notes.txt").write_text("mine")
+    with pytest.raises(convert.UsageError, match="--export_huggingface_dir .*not a Hugging Face export"):
+        run_classifier(_classifier_params(tmp_path))
+    assert not (tmp_path / "run").exists() or not any(p.name.startswith("ckpt") for p in (tmp_path / "run").iterdir())
+    assert os.listdir(tmp_path / "hf") == ["notes.txt"]
+
+
+def test_run_squad_exports_the_trained_v1_model(tmp_path):
+    with open(SQUAD_V1, encoding="utf-8") as f:
+        data = json.load(f)
+    article = data["data"][0]
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps({"version": "1.1", "data": [{"title": article["title"],
+                                                              "paragraphs": article["paragraphs"][:1]}]}))
+    params = SquadParams(albert_config=tiny_config(), spm_model_file=SPM, output_dir=str(tmp_path / "run"),
+                         train_file=str(train), do_train=True, max_seq_length=96, doc_stride=48,
+                         max_query_length=24, train_batch_size=4, num_train_epochs=1.0, save_checkpoints_steps=100,
+                         log_every=0, export_huggingface_dir=str(tmp_path / "hf"))
+    output = run_squad(params)["export_huggingface_dir"]
+    assert _architectures(output) == ["AlbertForQuestionAnswering"]
+    squad = TrainableSquad(params.albert_config)
+    squad(dummy_inputs(seq_length=4), training=False)
+    assert not load_checkpoint(squad, latest_checkpoint(params.output_dir)).missing
+    ids, mask, segments = _inputs(seed=8)
+    _, theirs = _theirs(transformers.AutoModelForQuestionAnswering, output, ids, mask, segments)
+    ours = _ours(squad, ids, mask, segments)
+    _close(theirs.start_logits, ours["start_logits"])
+    _close(theirs.end_logits, ours["end_logits"])
+    with pytest.raises(convert.UsageError, match="SQuAD 2.0"):
+        run_squad(dataclasses.replace(params, output_dir=str(tmp_path / "v2"), version_2_with_negative=True))
+    assert not (tmp_path / "v2").exists() or not os.listdir(tmp_path / "v2")
 
 
 # ---------------------------------------------------------------- staging and bad input
