@@ -13,14 +13,15 @@ import argparse
 import glob
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import common  # first: the environment and sys.path every bench script needs
+
+REPO = common.REPO
 SPM = os.path.join(REPO, "data", "30k-clean.model")
 CORPUS = sorted(glob.glob(os.path.join(REPO, "data", "corpus", "gutenberg-*.txt")))
 TINY = [os.path.join(REPO, "data", "corpus", "sample_text.txt")]
@@ -35,7 +36,6 @@ CONFIGS = {
 
 def _one(kind, workers, inputs, out, dupe_factor, max_seq_length):
     """Runs one configuration in this process; prints the number of records."""
-    sys.path.insert(0, REPO)
     # pylint: disable-next=import-outside-toplevel
     from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data
 
@@ -95,19 +95,12 @@ def main():
     for name, row in rows.items():
         row["cpu_per_record_vs_local_1"] = round(row["cpu_ms_per_record"] / base["cpu_ms_per_record"], 3)
         row["marginal_vs_local_1"] = round(row["marginal_cpu_ms_per_record"] / base["marginal_cpu_ms_per_record"], 3)
-    result = {
-        "benchmark": "bench/bench_beam.py",
+    common.write_result({
         "input": {"files": [os.path.relpath(p, REPO) for p in CORPUS],
                   "text_bytes": sum(os.path.getsize(p) for p in CORPUS), "dupe_factor": args.dupe_factor,
                   "max_seq_length": args.max_seq_length, "max_predictions_per_seq": 20},
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
         "results": rows,
-    }
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
-        f.write("\n")
-    print(f"wrote {args.output}")
+    }, args.output)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ int8 (dynamic-range), with their sizes on disk.
 
     python bench/bench_export.py                                  # base_v2 shape, random weights, ~3-4 min
     python bench/bench_export.py --init_checkpoint=albert_base --albert_config_file=albert_base/albert_config.json
-    python bench/bench_export.py --throughput_batches=3 --rounds=3 --output_json=bench_export.json
+    python bench/bench_export.py --throughput_batches=3 --rounds=3
+    python bench/bench_export.py --albert_config_file=data/albert_config_tiny.json --rounds=1 --output_json=/tmp/e.json
 
 For each engine: latency of one request (batch 1, --seq_length tokens; median and p90 of --latency_calls calls)
 and throughput at --batch_size (examples/s over --throughput_batches batches). The SavedModel runs as TF Serving
@@ -11,29 +12,26 @@ would run it (its `serving_default` signature, loaded with `tf.saved_model.load`
 runs with --tflite_threads threads (XNNPACK for float32). Rounds alternate the engines and the best round of each is
 kept, which makes the comparison robust to other load on the machine (the load average is printed). Weights do not
 change the speed: random weights are used unless --init_checkpoint is given. The agreement of each TFLite model with
-the SavedModel (max abs diff of pooled_output on the timed inputs) is printed too.
+the SavedModel (max abs diff of pooled_output on the timed inputs) is printed too. The figures go to
+--output_json (bench/results/bench_export.json), with the command and the machine.
 """
 
-import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import common  # first: the environment and sys.path every bench script needs
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from absl import app, flags  # noqa: E402
-from absl import logging as absl_logging  # noqa: E402
+import numpy as np
+import tensorflow as tf
+from absl import app, flags
+from absl import logging as absl_logging
 
-from albert_tf.config import AlbertConfig  # noqa: E402
-from albert_tf.model import AlbertModel, dummy_inputs  # noqa: E402
-from albert_tf.serving import encoder, savedmodel, tflite  # noqa: E402
+from albert_tf.config import AlbertConfig
+from albert_tf.model import AlbertModel, dummy_inputs
+from albert_tf.serving import encoder, savedmodel, tflite
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", "base_v2", "AlbertConfig preset of the benchmarked shape (without --albert_config_file).")
@@ -46,29 +44,13 @@ flags.DEFINE_integer("throughput_batches", 1, "Timed batches per round for the t
 flags.DEFINE_integer("rounds", 2, "Rounds over the engines; the best round of each is reported.")
 flags.DEFINE_integer("tflite_threads", None, "TFLite interpreter threads (default: the machine's cores).")
 flags.DEFINE_string("work_dir", None, "Where to write the exports (default: a temporary directory, removed).")
-flags.DEFINE_string("output_json", None, "Also write the results here.")
+flags.DEFINE_string("output_json", None, "Where the results go (default: bench/results/bench_export.json).")
 
 
 def _inputs(config, batch_size, seq_length, seed=0):
     sample = tflite.sample_id_inputs([batch_size, seq_length], config.vocab_size, seed=seed)
     sample["input_mask"][:] = 1  # full-length requests: the cost of seq_length tokens
     return sample
-
-
-def _load_average():
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "n/a"
-
-
-def _time_calls(fn, inputs, calls):
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn(inputs)
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def main(argv):
@@ -79,7 +61,8 @@ def main(argv):
     print(f"Shape: {FLAGS.albert_config_file or FLAGS.preset} (H={config.hidden_size}, L={config.num_hidden_layers}, "
           f"E={config.embedding_size}, V={config.vocab_size}), {config.num_parameters() / 1e6:.1f}M parameters; "
           f"seq {FLAGS.seq_length}, throughput batch {FLAGS.batch_size}")
-    print(f"Load average before: {_load_average()} on {os.cpu_count()} cores")
+    load_before = common.load_average()
+    print(f"Load average before: {load_before} on {os.cpu_count()} cores")
     work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_export_")
     started = time.time()
     try:
@@ -126,10 +109,10 @@ def main(argv):
         best = {name: {"latency": None, "throughput": 0.0} for name in engines}
         for round_index in range(FLAGS.rounds):
             for name, fn in engines.items():
-                latencies = _time_calls(fn, one, FLAGS.latency_calls)
+                latencies = common.time_calls(lambda: fn(one), FLAGS.latency_calls)
                 median = statistics.median(latencies)
                 p90 = sorted(latencies)[min(len(latencies) - 1, int(0.9 * len(latencies)))]
-                seconds = sum(_time_calls(fn, batch, FLAGS.throughput_batches))
+                seconds = sum(common.time_calls(lambda: fn(batch), FLAGS.throughput_batches))
                 throughput = FLAGS.throughput_batches * FLAGS.batch_size / seconds
                 record = best[name]
                 if record["latency"] is None or median < record["latency"][0]:
@@ -138,7 +121,7 @@ def main(argv):
                 print(f"  round {round_index + 1} {name}: latency {median * 1e3:.1f} ms (p90 {p90 * 1e3:.1f}), "
                       f"{throughput:.1f} examples/s", flush=True)
 
-        print(f"Load average after: {_load_average()}; total {time.time() - started:.0f} s\n")
+        print(f"Load average after: {common.load_average()}; total {time.time() - started:.0f} s\n")
         header = (f"{'engine':<17} {'size on disk':>13} {'latency b=1 (median/p90)':>26} "
                   f"{f'throughput b={FLAGS.batch_size}':>18} {'max |diff| vs SavedModel':>25}")
         print(header)
@@ -151,11 +134,9 @@ def main(argv):
                              "max_abs_diff_pooled_output": agreement[name]}
             print(f"{name:<17} {sizes[name] / 1e6:>10.1f} MB {median * 1e3:>13.1f} / {p90 * 1e3:>6.1f} ms "
                   f"{best[name]['throughput']:>13.1f} ex/s {agreement[name]:>25.2g}")
-        if FLAGS.output_json:
-            with open(FLAGS.output_json, "w", encoding="utf-8") as f:
-                json.dump({"shape": config.to_dict(), "seq_length": FLAGS.seq_length, "batch_size": FLAGS.batch_size,
-                           "tflite_threads": threads, "results": results, "conversion_seconds": timings}, f,
-                          indent=2)
+        common.write_result({"load_average_before": load_before, "shape": config.to_dict(),
+                             "seq_length": FLAGS.seq_length, "batch_size": FLAGS.batch_size, "tflite_threads": threads,
+                             "results": results, "conversion_seconds": timings}, FLAGS.output_json)
     finally:
         if not FLAGS.work_dir:
             shutil.rmtree(work, ignore_errors=True)

@@ -37,6 +37,8 @@ Flags:
   --squad_epochs      epochs of the tiny SQuAD models (v1.1 and v2.0 heads) trained on data/squad/dev-v1.1-
                       sample.json for the identity part (3).
   --work_dir          where features and runs go (a temporary directory, removed at the end).
+  --output_json       where the table of figures goes, with the command and machine
+                      (bench/results/bench_finetuning.json).
 
 What is measured:
   * classifier training (glue_speed): the per-step time of `fit` on `ClassificationTask.train_dataset` (the
@@ -65,32 +67,28 @@ import os
 import random
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import common  # first: the environment and sys.path every bench script needs
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from absl import app, flags  # noqa: E402
-from absl import logging as absl_logging  # noqa: E402
-from bench_pretraining_data import cpu_description, load_average  # noqa: E402  (stdlib only)
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import app, flags
+from absl import logging as absl_logging
 
-from albert_tf.config import AlbertConfig  # noqa: E402
-from albert_tf.data import glue, squad  # noqa: E402
-from albert_tf.evaluation import squad_postprocessing as post  # noqa: E402
-from albert_tf.model import dummy_inputs  # noqa: E402
-from albert_tf.tasks.classification import ClassificationTask, ClassifierParams, run_classifier  # noqa: E402
-from albert_tf.tasks.squad import INPUT_KEYS, SquadParams, TrainableSquad, padded_to, run_squad  # noqa: E402
-from albert_tf.text.tokenization import FullTokenizer  # noqa: E402
-from albert_tf.train.optimization import create_optimizer  # noqa: E402
-from albert_tf.train.predict import predict_in_order  # noqa: E402
+from albert_tf.config import AlbertConfig
+from albert_tf.data import glue, squad
+from albert_tf.evaluation import squad_postprocessing as post
+from albert_tf.model import dummy_inputs
+from albert_tf.tasks.classification import ClassificationTask, ClassifierParams, run_classifier
+from albert_tf.tasks.squad import INPUT_KEYS, SquadParams, TrainableSquad, padded_to, run_squad
+from albert_tf.text.tokenization import FullTokenizer
+from albert_tf.train.optimization import create_optimizer
+from albert_tf.train.predict import predict_in_order
 
+ROOT = common.REPO
 SPM = os.path.join(ROOT, "data", "30k-clean.model")
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
 GLUE_DIRS = {"sst-2": "SST-2", "mrpc": "MRPC", "rte": "RTE", "cola": "CoLA"}
@@ -118,6 +116,7 @@ flags.DEFINE_string("accuracy_init_checkpoint", None, "Checkpoint the accuracy r
 flags.DEFINE_float("accuracy_learning_rate", 1e-3, "Learning rate of the accuracy runs.")
 flags.DEFINE_float("squad_epochs", 3.0, "Epochs of the tiny SQuAD models of the identity part.")
 flags.DEFINE_string("work_dir", None, "Where features and runs go (default: a temporary directory).")
+flags.DEFINE_string("output_json", None, "Where the table goes (default: bench/results/bench_finetuning.json).")
 
 WARMUP_STEPS = 1
 PREDICT_BATCH = 8
@@ -249,7 +248,7 @@ def glue_speed(work, config, table):
             if round_index == 0:
                 seconds_per_pass(infer, dataset_fn, glue.FEATURE_NAMES)  # traces
             times.setdefault(key + ("predict",), []).append(seconds_per_pass(infer, dataset_fn, glue.FEATURE_NAMES))
-        log(f"  glue round {round_index + 1}/{FLAGS.rounds} done (load {load_average()})")
+        log(f"  glue round {round_index + 1}/{FLAGS.rounds} done (load {common.load_average()})")
     strategy = tf.distribute.get_strategy()
     for task_name in tasks:
         for length in map(int, FLAGS.seq_lengths):
@@ -305,7 +304,7 @@ def squad_speed(work, config, table):
             if round_index == 0:
                 seconds_per_pass(infer, dataset_fn, INPUT_KEYS)  # traces
             times.setdefault((length, dynamic), []).append(seconds_per_pass(infer, dataset_fn, INPUT_KEYS))
-        log(f"  squad round {round_index + 1}/{FLAGS.rounds} done (load {load_average()})")
+        log(f"  squad round {round_index + 1}/{FLAGS.rounds} done (load {common.load_average()})")
     for length, data in sets.items():
         outputs = {dynamic: predict_in_order(
             padded_to(model, length) if dynamic else model,
@@ -372,7 +371,7 @@ def accuracy(work, table):
                                        "train_seconds": outcome["train_seconds"],
                                        "identity": trained_identity(params)}
             log(f"  SST-2 seed {seed} bucketing {bucketing}: dev accuracy {runs[(seed, bucketing)]['accuracy']:.4f}"
-                f" in {outcome['train_seconds']:.0f} s (load {load_average()})")
+                f" in {outcome['train_seconds']:.0f} s (load {common.load_average()})")
     for bucketing in (False, True):
         accuracies = [runs[(s, bucketing)]["accuracy"] for s in map(int, FLAGS.accuracy_seeds)]
         table.append({"part": "accuracy", "length_bucketing": bucketing, "dev_accuracies": accuracies,
@@ -508,7 +507,8 @@ def main(argv):
     del argv
     absl_logging.set_verbosity(absl_logging.WARNING)
     tf.get_logger().setLevel("ERROR")
-    log(f"CPU: {cpu_description()}")
+    model, simd = common.cpu_description()
+    log(f"CPU: {model}, {os.cpu_count()} cores, SIMD: {' '.join(simd) or '-'}")
     log(f"TensorFlow {tf.__version__}, Keras {keras.__version__}; timed shape {FLAGS.speed_preset}, "
         f"{FLAGS.rounds} rounds")
     work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_finetuning_")
@@ -521,11 +521,11 @@ def main(argv):
     try:
         for name in FLAGS.parts:
             start = time.time()
-            log(f"[{name}] load average before: {load_average()}")
+            log(f"[{name}] load average before: {common.load_average()}")
             parts[name]()
-            log(f"[{name}] {time.time() - start:.0f} s; load average after: {load_average()}")
+            log(f"[{name}] {time.time() - start:.0f} s; load average after: {common.load_average()}")
         report(table)
-        log("\n" + json.dumps(table, indent=1, default=float))
+        common.write_result({"table": table}, FLAGS.output_json)
     finally:
         if not FLAGS.work_dir:
             shutil.rmtree(work, ignore_errors=True)

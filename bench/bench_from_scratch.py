@@ -18,16 +18,16 @@ Without --books_dir it uses the shipped excerpts in data/corpus/ (0.5 MB; too sm
 
 import argparse
 import glob
-import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import common  # first: the environment and sys.path every bench script needs
+
+REPO = common.REPO
 SPM = os.path.join(REPO, "data", "30k-clean.model")
 MB = 1 << 20
 DUPES = (1, 10)  # records are written at these dupe factors; their difference is the cost of more copies
@@ -133,6 +133,7 @@ def main():
         glob.glob(os.path.join(REPO, "data", "corpus", "gutenberg-*.txt")))
     if not books:
         raise SystemExit(f"no *.txt books in {args.books_dir}")
+    load_before = os.getloadavg()[0]
     runs = {}
     with tempfile.TemporaryDirectory() as work:
         for copies in (int(c) for c in args.copies.split(",")):
@@ -144,9 +145,7 @@ def main():
     if len(runs) < 2:
         raise SystemExit("give two sizes in --copies (e.g. 1,4): the costs per MB are their difference")
     sizes = sorted(runs)
-    result = {"command": " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]),
-              "books": [os.path.basename(b) for b in books], "machine": platform.processor() or platform.machine(),
-              "cpus": os.cpu_count(), "load_before": os.getloadavg()[0],
+    result = {"books": [os.path.basename(b) for b in books], "load_before": load_before,
               "settings": {"vocab_size": args.vocab_size, "max_seq_length": args.max_seq_length,
                            "max_predictions_per_seq": args.max_predictions_per_seq, "num_workers": 1},
               "runs": {str(k): v for k, v in runs.items()},
@@ -156,11 +155,7 @@ def main():
         print(f"{target}: " + ", ".join(f"{n} {h:,.0f} CPU h ({t['cores_for_one_day'][n]} cores for a day)"
                                         for n, h in t["cpu_hours"].items())
               + f"; records {t['records_gb']:,.0f} GB at dupe_factor {args.dupe_factor}")
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2, sort_keys=True)
-        f.write("\n")
-    print(f"wrote {args.output}")
+    common.write_result(result, args.output)
 
 
 if __name__ == "__main__":

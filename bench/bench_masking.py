@@ -3,29 +3,30 @@ with new masks drawn on every pass, on records of the shipped corpus (max_predic
 predictions per sequence each gives.
 
     python bench/bench_masking.py [--seq_lengths=128,512] [--batch_size=256] [--batches=40] [--rounds=3]
+    python bench/bench_masking.py --seq_lengths=128 --batches=2 --rounds=1 --output_json=/tmp/m.json   # smoke
 
 Each rate is the median of --rounds runs of --batches batches after one warm-up batch, in one process; the
-pipeline runs with its default parallelism (4 parse/mask calls) on however many cores the machine gives it.
+pipeline runs with its default parallelism (4 parse/mask calls) on however many cores the machine gives it. The
+figures go to --output_json (bench/results/bench_masking.json), with the command and the machine.
 """
 
 import os
 import statistics
-import sys
 import tempfile
 import time
 
-from absl import app, flags
+import common  # first: the environment and sys.path every bench script needs
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("seq_lengths", ["128", "512"], "Record lengths to measure.")
 flags.DEFINE_integer("batch_size", 256, "Batch size of the pipeline.")
 flags.DEFINE_integer("batches", 40, "Batches timed per round.")
 flags.DEFINE_integer("rounds", 3, "Rounds per setting (the median is printed).")
+flags.DEFINE_string("output_json", None, "Where the figures go (default: bench/results/bench_masking.json).")
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = common.REPO
 SPM = os.path.join(HERE, "data", "30k-clean.model")
 SLOTS = 20
 
@@ -61,6 +62,8 @@ def main(argv):
     from albert_tf.text.tokenization import FullTokenizer  # pylint: disable=import-outside-toplevel
 
     config = masking.MaskingConfig.from_tokenizer(FullTokenizer(spm_model_file=SPM), 0.15, SLOTS)
+    load_before, figures = common.load_average(), {}
+    print(f"load average before: {load_before}")
     with tempfile.TemporaryDirectory() as work_dir:
         for seq_length in (int(s) for s in FLAGS.seq_lengths):
             path, instances = make_records(work_dir, seq_length)
@@ -73,6 +76,12 @@ def main(argv):
                       f"{results[name][1]:.2f} masked predictions per sequence")
             stored, online = results["stored masks"][0], results["online masking"][0]
             print(f"  online masking costs {stored / online:.1f}x the pipeline time of the stored masks")
+            figures[str(seq_length)] = {"records": instances, **{
+                name: {"examples_per_second": rate_, "masked_per_sequence": masked}
+                for name, (rate_, masked) in results.items()}}
+    print(f"load average after: {common.load_average()}")
+    common.write_result({"load_average_before": load_before, "batch_size": FLAGS.batch_size, "batches": FLAGS.batches,
+                         "rounds": FLAGS.rounds, "seq_lengths": figures}, FLAGS.output_json)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ r"""Model speed against the machine's own float32 matmul peak, and against keras
     python bench/bench_model.py --sides=albert_tf,albert_tf-full,keras-hub   # and the full last layer too
     python bench/bench_model.py --sides=albert_tf,albert_tf-bf16 --modes=graph   # mixed_bfloat16 against float32
     python bench/bench_model.py --batch_sizes=8 --rounds=3 --modes=xla
-    python bench/bench_model.py --sides=albert_tf --nosavedmodel --output_json=/tmp/bench_model.json
+    python bench/bench_model.py --preset=tiny --batch_sizes=2 --rounds=1 --sides=albert_tf --output_json=/tmp/b.json
 
 Flags:
   --preset            AlbertConfig preset whose shape is measured (base_v2).
@@ -23,7 +23,7 @@ Flags:
   --savedmodel        also time batch-1 inference through the exported SavedModel (serving.encoder.export_encoder,
                       loaded with tf.saved_model.load, its serving_default signature), of albert_tf and of
                       albert_tf-bf16 (as export_model.py --mixed_precision=bf16 exports it) (true).
-  --output_json       also write every median here.
+  --output_json       where the medians go, with the command and machine (bench/results/bench_model.json).
 
 What is measured, all in one process and one window (rounds go over every configuration in turn, so load from
 other processes hits all alike; the training rounds first, then the batch-1 rounds, so that a latency is never
@@ -49,20 +49,14 @@ The machine's CPU model and its SIMD flags (AVX-512, AVX512_BF16, AMX) are print
 and every ratio depend on them. Figures are medians over --rounds, never the best round.
 """
 
-import glob
-import json
 import math
 import os
-import platform
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import common  # first: the environment and sys.path every bench script needs
 
 import keras
 import keras_hub
@@ -70,7 +64,6 @@ import numpy as np
 import tensorflow as tf
 from absl import app, flags
 from absl import logging as absl_logging
-from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from albert_tf.config import AlbertConfig
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs, set_heads_only
@@ -81,45 +74,17 @@ from albert_tf.train.runner import dtype_policy_scope
 from albert_tf.train.steps import clip_gradients_across_replicas
 
 FLAGS = flags.FLAGS
-
-
-def define_flags():
-    """The CLI flags (defined only when run as a script, so other benches can import this module)."""
-    flags.DEFINE_string("preset", "base_v2", "AlbertConfig preset whose shape is measured.")
-    flags.DEFINE_list("batch_sizes", ["8", "32"], "Training batch sizes.")
-    flags.DEFINE_integer("seq_length", 128, "Sequence length.")
-    flags.DEFINE_integer("num_predictions", 20, "Masked-LM positions per example.")
-    flags.DEFINE_list("modes", ["graph", "xla"], "graph (tf.function) and/or xla (jit_compile=True).")
-    flags.DEFINE_list("sides", ["albert_tf", "keras-hub"], "Implementations to measure.")
-    flags.DEFINE_integer("rounds", 5, "Rounds; every figure is the median over them.")
-    flags.DEFINE_integer("train_steps", 2, "Timed training steps per round and configuration.")
-    flags.DEFINE_integer("latency_calls", 20, "Timed batch-1 calls per round and configuration.")
-    flags.DEFINE_bool("savedmodel", True, "Also time batch-1 inference through the exported SavedModel.")
-    flags.DEFINE_string("output_json", None, "Also write every median here.")
-
-
-# --------------------------------------------------------------------------------------------- machine
-def cpu_description():
-    """(model name, the SIMD flags that matter for float32 / bfloat16 matmuls)."""
-    model, cpu_flags = platform.processor() or "unknown", set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name") and model in ("unknown", "x86_64", ""):
-                    model = line.split(":", 1)[1].strip()
-                elif line.startswith("flags"):
-                    cpu_flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    wanted = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile",
-              "amx_bf16", "amx_int8")
-    have = [f for f in wanted if f in cpu_flags]
-    missing = [f for f in wanted if f not in cpu_flags]
-    return model, have, missing
-
-
-def load_average():
-    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+flags.DEFINE_string("preset", "base_v2", "AlbertConfig preset whose shape is measured.")
+flags.DEFINE_list("batch_sizes", ["8", "32"], "Training batch sizes.")
+flags.DEFINE_integer("seq_length", 128, "Sequence length.")
+flags.DEFINE_integer("num_predictions", 20, "Masked-LM positions per example.")
+flags.DEFINE_list("modes", ["graph", "xla"], "graph (tf.function) and/or xla (jit_compile=True).")
+flags.DEFINE_list("sides", ["albert_tf", "keras-hub"], "Implementations to measure.")
+flags.DEFINE_integer("rounds", 5, "Rounds; every figure is the median over them.")
+flags.DEFINE_integer("train_steps", 2, "Timed training steps per round and configuration.")
+flags.DEFINE_integer("latency_calls", 20, "Timed batch-1 calls per round and configuration.")
+flags.DEFINE_bool("savedmodel", True, "Also time batch-1 inference through the exported SavedModel.")
+flags.DEFINE_string("output_json", None, "Where the medians go (default: bench/results/bench_model.json).")
 
 
 # ------------------------------------------------------------------------------------------------ inputs
@@ -255,50 +220,8 @@ class SavedModelSide:
 
 
 def seconds_per_call(fn, batch, calls):
-    start = time.perf_counter()
-    for _ in range(calls):
-        result = fn(batch)
-    np.asarray(tf.nest.flatten(result)[0])
-    return (time.perf_counter() - start) / calls
-
-
-def alternate(a, b, batch, calls):
-    """Median seconds of `a(batch)` and `b(batch)` over `calls` alternating calls each."""
-    times = {0: [], 1: []}
-    for call in range(calls):
-        for index in ((0, 1) if call % 2 else (1, 0)):
-            fn = (a, b)[index]
-            start = time.perf_counter()
-            np.asarray(tf.nest.flatten(fn(batch))[0])
-            times[index].append(time.perf_counter() - start)
-    return statistics.median(times[0]), statistics.median(times[1])
-
-
-def op_events(fn, batch, steps):
-    """Profiles `steps` calls of `fn(batch)`: (wall seconds per call, [(traced op "name:type", seconds per call)])."""
-    log_dir = tempfile.mkdtemp(prefix="profile_model_")
-    try:
-        tf.profiler.experimental.start(log_dir)
-        start = time.perf_counter()
-        for _ in range(steps):
-            np.asarray(tf.nest.flatten(fn(batch))[0])
-        wall = (time.perf_counter() - start) / steps
-        tf.profiler.experimental.stop()
-        space = xplane_pb2.XSpace()
-        with open(glob.glob(os.path.join(log_dir, "**", "*.xplane.pb"), recursive=True)[0], "rb") as f:
-            space.ParseFromString(f.read())
-    finally:
-        shutil.rmtree(log_dir, ignore_errors=True)
-    events = []
-    for plane in space.planes:
-        for line in plane.lines:
-            for event in line.events:
-                name = plane.event_metadata[event.metadata_id].name
-                if ":" not in name or name.startswith(("Executor", "EagerLocalExecute", "KernelAndDevice")):
-                    continue
-                events.append((name, event.duration_ps / 1e12 / steps))
-    return wall, events
-
+    """Mean seconds of `fn(batch)` over `calls` calls, each call's first output read back."""
+    return statistics.mean(common.time_calls(lambda: np.asarray(tf.nest.flatten(fn(batch))[0]), calls))
 
 
 # ------------------------------------------------------------------------------------ matmul peak at shapes
@@ -494,14 +417,15 @@ def main(argv):
     config = AlbertConfig.preset(FLAGS.preset)
     t, p = FLAGS.seq_length, FLAGS.num_predictions
     batch_sizes = [int(b) for b in FLAGS.batch_sizes]
-    model, have, missing = cpu_description()
+    model, have = common.cpu_description()
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub {keras_hub.__version__}; "
           f"{os.cpu_count()} CPU cores: {model}")
-    print(f"CPU flags: {' '.join(have)}; absent: {' '.join(missing) or '-'}")
+    print(f"CPU flags: {' '.join(have) or '-'}")
     print(f"Shape: {FLAGS.preset} (H={config.hidden_size}, L={config.num_hidden_layers}, E={config.embedding_size}, "
           f"V={config.vocab_size}), seq {t}, {p} MLM positions; batches {batch_sizes}; medians of {FLAGS.rounds} "
           f"rounds")
-    print(f"Load average before: {load_average()}")
+    load_before = common.load_average()
+    print(f"Load average before: {load_before}")
 
     makers = {"albert_tf": lambda: Ours(config), "albert_tf-full": lambda: Ours(config, heads_only=False),
               "albert_tf-bf16": lambda: Ours(config, policy="mixed_bfloat16"), "keras-hub": lambda: KerasHub(config),
@@ -561,10 +485,10 @@ def main(argv):
     median = {key: statistics.median(v) for key, v in samples.items()}
     square = statistics.median(squares)
 
-    print(f"Load average after: {load_average()}")
+    print(f"Load average after: {common.load_average()}")
     print(f"float32 matmul, 2048^2 square (tf.function): {square / 1e9:.0f} GFLOP/s; the same in bfloat16: "
           f"{statistics.median(bf16_squares) / 1e9:.0f} GFLOP/s")
-    results = {"cpu": model, "cpu_flags": have, "square_peak_gflops": square / 1e9,
+    results = {"load_average_before": load_before, "square_peak_gflops": square / 1e9,
                "square_bf16_gflops": statistics.median(bf16_squares) / 1e9, "figures": {}}
     print()
     print("Training step (forward + backward + clipping + LAMB), medians. 'of peak': the model's matmul-only time")
@@ -628,11 +552,8 @@ def main(argv):
         results["figures"][f"infer/{name}/{mode}/b1"] = {"seconds": median[key],
                                                          "of_peak_time": median[key] / peak_seconds,
                                                          "of_chain_time": median[key] / chain_seconds}
-    if FLAGS.output_json:
-        with open(FLAGS.output_json, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
+    common.write_result(results, FLAGS.output_json)
 
 
 if __name__ == "__main__":
-    define_flags()
     app.run(main)

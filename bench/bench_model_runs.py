@@ -1,10 +1,11 @@
 r"""The tables of `bench_model.py` runs (docs/benchmarks.md), printed from the medians those runs wrote.
 
     python bench/bench_model_runs.py                                  # bench/figures/bench_model.json
-    python bench/bench_model_runs.py --runs_json=/tmp/runs.json
+    python bench/bench_model_runs.py --runs_json=bench/results/bench_model.json   # the latest run alone
 
 Flags:
-  --runs_json   a JSON file {"command": ..., "runs": [<bench_model.py --output_json>, ...]}.
+  --runs_json   a JSON file {"command": ..., "runs": [<what bench_model.py wrote>, ...]}, or one file that
+                bench_model.py wrote (one run).
 
 Prints two Markdown tables, one row per run and configuration: the training step (seconds, fraction of the
 float32 matmul peak at the model's shapes, against keras-hub in the same precision where the run has it, and
@@ -15,10 +16,13 @@ measured here: every figure is one `bench_model.py` printed and stored.
 import json
 import os
 
+import common  # first: the environment and sys.path every bench script needs
+
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-DEFAULT_RUNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures", "bench_model.json")
+flags.DEFINE_string("runs_json", os.path.join(common.REPO, "bench", "figures", "bench_model.json"),
+                    "The stored bench_model.py runs.")
 
 TRAIN_SIDES = ("albert_tf", "albert_tf-full", "albert_tf-bf16", "keras-hub", "keras-hub-bf16")
 INFER_COLUMNS = (("albert_tf", "graph"), ("albert_tf", "xla"), ("albert_tf", "savedmodel"), ("keras-hub", "graph"),
@@ -92,12 +96,12 @@ def inference_table(runs):
 def main(argv):
     del argv
     with open(FLAGS.runs_json, encoding="utf-8") as f:
-        runs = json.load(f)["runs"]
+        stored = json.load(f)
+    runs = stored.get("runs", [stored])
     print("\n".join(training_table(runs)))
     print()
     print("\n".join(inference_table(runs)))
 
 
 if __name__ == "__main__":
-    flags.DEFINE_string("runs_json", DEFAULT_RUNS, "The stored bench_model.py runs.")
     app.run(main)

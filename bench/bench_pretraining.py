@@ -2,6 +2,8 @@ r"""Pretraining throughput on this machine: the full training step, the input pi
 
     python bench/bench_pretraining.py                  # base_v2 at seq 128 batch 8, and the demo's tiny config
     python bench/bench_pretraining.py --base_steps=10 --tiny_steps=400
+    python bench/bench_pretraining.py --base_steps=1 --tiny_steps=10 --pipeline_batches=10 --saves=1 \
+        --output_json=/tmp/p.json                         # smoke run
 
 Measures, on pretraining records made from the shipped corpus (seq 128, 20 predictions, as the demo's):
   * the full step (`AlbertPretrainer` under `fit`: tf.data input, forward, MLM + SOP loss, backward, clipping
@@ -13,31 +15,29 @@ Measures, on pretraining records made from the shipped corpus (seq 128, 20 predi
     to what each model consumes (the issue's target: at least 10x);
   * the cost of one checkpoint save of the base model with its LAMB state (`tf.train.CheckpointManager.save`, as
     training saves), best of --saves.
-The load average is printed before and after: other processes on the machine slow every figure.
+The load average is printed before and after: other processes on the machine slow every figure. The figures go
+to --output_json (bench/results/bench_pretraining.json), with the command and the machine.
 """
 
 import os
 import shutil
-import sys
 import tempfile
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+import common  # first: the environment and sys.path every bench script needs
 
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from absl import app, flags  # noqa: E402
+import keras
+import tensorflow as tf
+from absl import app, flags
 
-from albert_tf.config import AlbertConfig  # noqa: E402
+from albert_tf.config import AlbertConfig
 from albert_tf.data import records
-from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data  # noqa: E402
-from albert_tf.model import dummy_inputs  # noqa: E402
-from albert_tf.tasks.pretraining import AlbertPretrainer  # noqa: E402
-from albert_tf.train import optimization  # noqa: E402
+from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data
+from albert_tf.model import dummy_inputs
+from albert_tf.tasks.pretraining import AlbertPretrainer
+from albert_tf.train import optimization
 
+REPO = common.REPO
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("seq_length", 128, "max_seq_length of the records and the model.")
 flags.DEFINE_integer("num_predictions", 20, "max_predictions_per_seq of the records.")
@@ -51,10 +51,7 @@ flags.DEFINE_integer("pipeline_batches", 1000, "Batches of the input pipeline ti
 flags.DEFINE_integer("saves", 3, "Checkpoint saves timed (best reported).")
 flags.DEFINE_string("records", None, "Pretraining records to read (default: made from two shipped books).")
 flags.DEFINE_string("work_dir", None, "Scratch directory (default: a temporary one, removed at the end).")
-
-
-def load():
-    return "load average %.2f %.2f %.2f" % os.getloadavg()
+flags.DEFINE_string("output_json", None, "Where the figures go (default: bench/results/bench_pretraining.json).")
 
 
 def make_records(work_dir):
@@ -137,16 +134,17 @@ def save_cost(model, work_dir, saves):
 
 def main(argv):
     del argv
-    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {os.cpu_count()} CPUs; {load()}")
+    load_before = common.load_average()
+    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {os.cpu_count()} CPUs; load average {load_before}")
     work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_pretraining.")
     try:
         path = FLAGS.records or make_records(work_dir)
         pipeline = pipeline_rate(path, FLAGS.tiny_batch_size, FLAGS.pipeline_batches)
 
         tiny = AlbertConfig.from_json_file(os.path.join(REPO, "data", "albert_config_tiny.json"))
-        _, tiny_examples, _ = train_rate("tiny demo config", tiny, path, FLAGS.tiny_batch_size, FLAGS.tiny_per_loop,
+        tiny_steps, tiny_examples, _ = train_rate("tiny demo config", tiny, path, FLAGS.tiny_batch_size, FLAGS.tiny_per_loop,
                                          FLAGS.tiny_steps)
-        _, base_examples, base_model = train_rate("base_v2", AlbertConfig.preset("base_v2"), path,
+        base_steps, base_examples, base_model = train_rate("base_v2", AlbertConfig.preset("base_v2"), path,
                                                   FLAGS.base_batch_size, 1, FLAGS.base_steps)
         seconds = save_cost(base_model, work_dir, FLAGS.saves)
 
@@ -157,7 +155,15 @@ def main(argv):
               f"{pipeline / tiny_examples:.1f}x what it consumes (target >= 10x: "
               f"{'met' if pipeline >= 10 * max(tiny_examples, base_examples) else 'NOT met'})")
         print(f"  one base_v2 checkpoint save: {seconds:.2f} s")
-        print(f"  {load()}")
+        print(f"  load average {common.load_average()}")
+        common.write_result({"load_average_before": load_before, "seq_length": FLAGS.seq_length,
+                             "num_predictions": FLAGS.num_predictions,
+                             "tiny": {"batch_size": FLAGS.tiny_batch_size, "steps_per_second": tiny_steps,
+                                      "examples_per_second": tiny_examples},
+                             "base_v2": {"batch_size": FLAGS.base_batch_size, "steps_per_second": base_steps,
+                                         "examples_per_second": base_examples},
+                             "pipeline_examples_per_second": pipeline, "base_v2_checkpoint_save_seconds": seconds},
+                            FLAGS.output_json)
     finally:
         if not FLAGS.work_dir:
             shutil.rmtree(work_dir, ignore_errors=True)

@@ -2,6 +2,7 @@
 
     python bench/bench_pretraining_data.py --original_dir=/path/to/google-research/albert
     python bench/bench_pretraining_data.py                  # this project's figures only
+    python bench/bench_pretraining_data.py --corpus_dir=data/corpus --lengths=128 --rounds=1 --output_json=/tmp/d.json
 
 What runs, for each `--lengths` value (default 128 and 512), `--dupe_factor` 5 and the original's other defaults
 (`max_predictions_per_seq` 20, `masked_lm_prob` 0.15, `short_seq_prob` 0.1, `ngram` 3, seed 12345), with the
@@ -28,7 +29,8 @@ default 3) run every configuration once each, interleaved, in one window; median
 the wall-time range), then the speed-ups original / albert_tf on wall and CPU time, and the scaling from 1 to 2
 workers, with the tool's default shards (4 MB: here one shard per file, of unequal sizes) and with
 `--small_shards_mb` shards (0.25 MB: many shards, the workers evenly loaded; the output differs, its statistics
-do not). The CPU model, its SIMD flags and the load average (before and after) are printed with the figures.
+do not). The CPU model, its SIMD flags and the load average (before and after) are printed with the figures, and
+the medians go to --output_json (bench/results/bench_pretraining_data.json) with the command and the machine.
 """
 
 import argparse
@@ -44,36 +46,12 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import common  # first: the environment and sys.path every bench script needs
+
+ROOT = common.REPO
 SPM_MODEL = os.path.join(ROOT, "data", "30k-clean.model")
 GUTENBERG = os.path.join(ROOT, "..", "shared", "data", "corpus", "gutenberg")
 DEFAULT_BOOKS = "austen-emma,austen-sense,chesterton-ball,chesterton-brown"
-SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
-              "amx_tile")
-
-
-def cpu_description():
-    """'model name, N cores, SIMD flags' from /proc/cpuinfo (or the platform's processor string)."""
-    model, flags = None, set()
-    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and model is None:
-                model = value.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = set(value.split())
-    if model is None:
-        import platform  # pylint: disable=import-outside-toplevel
-
-        model = platform.processor() or "unknown CPU"
-    simd = " ".join(f for f in SIMD_FLAGS if f in flags) or "unknown"
-    return f"{model}, {os.cpu_count()} cores, SIMD: {simd}"
-
-
-def load_average():
-    with contextlib.suppress(OSError):
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return "unknown"
 
 
 def count_records(path):
@@ -201,6 +179,8 @@ def main():
                              "balance the workers on a small corpus (the output changes, not its statistics)")
     parser.add_argument("--books", default=DEFAULT_BOOKS, help="Gutenberg books (whole) making the corpus")
     parser.add_argument("--corpus_dir", default=None, help="use these *.txt files instead of --books")
+    parser.add_argument("--output_json", default=None,
+                        help="where the medians go (default: bench/results/bench_pretraining_data.json)")
     args = parser.parse_args()
     args.workers = [int(w) for w in args.workers.split(",") if w]
     lengths = [int(x) for x in args.lengths.split(",") if x]
@@ -213,7 +193,8 @@ def main():
         if not files:
             parser.error("the corpus has no *.txt files")
         size = sum(os.path.getsize(f) for f in files)
-        print(f"cpu: {cpu_description()}")
+        model, simd = common.cpu_description()
+        print(f"cpu: {model}, {os.cpu_count()} cores, SIMD: {' '.join(simd) or '-'}")
         print(f"corpus: {corpus_name}; {len(files)} files, {size / 1e6:.2f} MB; dupe_factor {args.dupe_factor}, "
               f"max_predictions_per_seq {args.max_predictions_per_seq}; {args.rounds} rounds, medians")
         if args.original_dir:
@@ -221,7 +202,8 @@ def main():
                 digest = hashlib.sha256(f.read()).hexdigest()[:12]
             print(f"original: {os.path.abspath(args.original_dir)} (create_pretraining_data.py sha256 {digest}), "
                   f"run by bench/original_compat.py")
-        print(f"load average before: {load_average()}")
+        load_before = common.common.load_average()
+        print(f"load average before: {load_before}")
         configs = {length: commands(args, files, length, tmp) for length in lengths}
         results = {(length, name): [] for length in lengths for name, *_ in configs[length]}
         counts = {}
@@ -232,9 +214,10 @@ def main():
                     results[(length, name)].append(run_process(command, log, sample_tree=workers > 1))
                     counts[(length, name)] = count_records(out)
                     os.remove(out)
-        print(f"load average after: {load_average()}")
+        print(f"load average after: {common.load_average()}")
         header = (f"{'implementation':<36}{'seq':>5}{'instances':>10}{'wall s':>8}{'(range)':>14}{'CPU s':>8}"
                   f"{'inst/s':>8}{'MB/s':>7}{'peak RSS MB':>12}{'tree RSS MB':>12}")
+        figures = {}
         for length in lengths:
             print()
             print(header)
@@ -248,6 +231,10 @@ def main():
                 tree = [r["tree_rss_mb"] for r in runs if r["tree_rss_mb"] is not None]
                 medians[name] = (wall, cpu)
                 n = counts[(length, name)]
+                figures.setdefault(str(length), {})[name] = {
+                    "instances": n, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": rss,
+                    "tree_rss_mb": statistics.median(tree) if tree else None,
+                    "wall_s_range": [min(r["wall"] for r in runs), max(r["wall"] for r in runs)]}
                 spread = f"{min(r['wall'] for r in runs):.2f}-{max(r['wall'] for r in runs):.2f}"
                 tree_text = f"{statistics.median(tree):.0f}" if tree else "-"
                 print(f"{name:<36}{length:>5}{n:>10}{wall:>8.2f}{spread:>14}{cpu:>8.2f}{n / wall:>8.0f}"
@@ -264,6 +251,9 @@ def main():
                     print(f"scaling ({variant}): " + "; ".join(
                         f"{w} workers vs {w1}: {wall1 / wall:.2f}x faster (wall), {cpu / cpu1:.2f}x the CPU time"
                         for w, (wall, cpu) in rest))
+        common.write_result({"load_average_before": load_before, "corpus": corpus_name, "corpus_mb": size / 1e6,
+                             "dupe_factor": args.dupe_factor, "rounds": args.rounds, "medians": figures},
+                            args.output_json)
     return 0
 
 

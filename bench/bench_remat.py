@@ -2,6 +2,7 @@ r"""Activation recomputation (`--remat`): peak memory and step time with and wit
 
     python bench/bench_remat.py                          # large_v2, batch 8, seq 512: ~6-10 min on 2 cores
     python bench/bench_remat.py --preset=base_v2 --batch_size=8 --seq_length=128 --steps=2
+    python bench/bench_remat.py --preset=base_v2 --batch_size=1 --seq_length=16 --output_json=/tmp/remat.json  # smoke
 
 Flags:
   --preset           AlbertConfig preset (large_v2).
@@ -10,14 +11,16 @@ Flags:
   --num_predictions  masked-LM positions per example (20).
   --steps            timed training steps after one warm-up step (1); the median is reported.
   --jit_compile      compile the step with XLA (false: the scripts' default).
-  --output_json      also write the figures here.
+  --output_json      where the figures go, with the command and machine (bench/results/bench_remat.json).
 
 Each setting (remat off, then on) runs in its own fresh Python process, so one's memory cannot hide in the
-other's; a process builds AlbertForPretraining, runs the training step of run_pretraining.py (forward, backward,
-global-norm clipping, LAMB) once to warm up and --steps more timed, and reports its peak resident set size
-(`resource.getrusage`, the kernel's high-water mark of the whole process: TensorFlow itself, weights, optimizer
-slots, activations) and the RSS just before the first step (everything but the step's own memory). The peak
-minus that baseline is the memory the step itself needs, mostly activations kept for the backward pass.
+other's; a process builds the model run_pretraining.py trains (`AlbertPretrainer`, its last layer where the heads
+read it), compiled as the runner compiles it with LAMB, runs its training step (forward, backward, global-norm
+clipping, LAMB: `train_on_batch` on random MLM + SOP features) once to warm up and --steps more timed, and
+reports its peak resident set size (`resource.getrusage`, the kernel's high-water mark of the whole process:
+TensorFlow itself, weights, optimizer slots, activations) and the RSS just before the first step (everything but
+the step's own memory). The peak minus that baseline is the memory the step itself needs, mostly activations kept
+for the backward pass.
 """
 
 import json
@@ -28,10 +31,7 @@ import subprocess
 import sys
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # first: the environment and sys.path every bench script needs
 
 from absl import app, flags
 
@@ -42,7 +42,7 @@ flags.DEFINE_integer("seq_length", 512, "Sequence length.")
 flags.DEFINE_integer("num_predictions", 20, "Masked-LM positions per example.")
 flags.DEFINE_integer("steps", 1, "Timed steps after the warm-up step.")
 flags.DEFINE_bool("jit_compile", False, "Compile the step with XLA.")
-flags.DEFINE_string("output_json", None, "Also write the figures here.")
+flags.DEFINE_string("output_json", None, "Where the figures go (default: bench/results/bench_remat.json).")
 flags.DEFINE_bool("child_remat", None, "(internal) run one setting in this process and print its JSON.")
 
 
@@ -51,31 +51,43 @@ def _rss_mb():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def random_features(config, batch_size, seq_length, num_predictions, seed=0):
+    """One batch of pretraining features, as the records give them, with random ids and labels."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    rng = np.random.RandomState(seed)
+    positions = np.stack([np.sort(rng.choice(np.arange(1, seq_length), num_predictions, replace=False))
+                          for _ in range(batch_size)])
+    segments = np.zeros((batch_size, seq_length), "int32")
+    segments[:, seq_length // 2:] = 1
+    return {"input_ids": rng.randint(5, config.vocab_size, (batch_size, seq_length)).astype("int32"),
+            "input_mask": np.ones((batch_size, seq_length), "int32"), "segment_ids": segments,
+            "masked_lm_positions": positions.astype("int32"),
+            "masked_lm_ids": rng.randint(0, config.vocab_size, (batch_size, num_predictions)).astype("int32"),
+            "masked_lm_weights": np.ones((batch_size, num_predictions), "float32"),
+            "next_sentence_labels": rng.randint(0, 2, (batch_size, 1)).astype("int32")}
+
+
 def run_one(remat):
     """One setting in this process: {"remat", "baseline_mb", "peak_mb", "step_seconds", "first_step_seconds"}."""
-    import bench_model  # pylint: disable=import-outside-toplevel
-    import numpy as np  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
-    from albert_tf.model import set_remat  # pylint: disable=import-outside-toplevel
+    # pylint: disable=import-outside-toplevel
+    from albert_tf.config import AlbertConfig
+    from albert_tf.model import dummy_inputs, set_heads_only, set_remat
+    from albert_tf.tasks.pretraining import AlbertPretrainer
+    from albert_tf.train.optimization import create_optimizer
 
     config = AlbertConfig.preset(FLAGS.preset)
-    side = bench_model.Ours(config)
-    del side.encoder  # only the pretraining model is trained here
-    set_remat(side.pretraining, remat)
-    step = bench_model.make_train_step(side, FLAGS.jit_compile)
-    batch = bench_model.make_batch(config, FLAGS.batch_size, FLAGS.seq_length, FLAGS.num_predictions)
-    tf.function(lambda: tf.constant(0))()
+    model = set_heads_only(AlbertPretrainer(config))  # as the runner builds and compiles it
+    model(dummy_inputs(num_predictions=1), training=False)
+    set_remat(model, remat)
+    model.compile(optimizer=create_optimizer("lamb", 1e-4, 1000, 10), jit_compile=FLAGS.jit_compile)
+    model.optimizer.build(model.trainable_variables)
+    batch = random_features(config, FLAGS.batch_size, FLAGS.seq_length, FLAGS.num_predictions)
     baseline = _rss_mb()
     start = time.perf_counter()
-    np.asarray(step(batch))
+    model.train_on_batch(batch)
     first = time.perf_counter() - start
-    times = []
-    for _ in range(FLAGS.steps):
-        start = time.perf_counter()
-        np.asarray(step(batch))
-        times.append(time.perf_counter() - start)
+    times = common.time_calls(lambda: model.train_on_batch(batch), FLAGS.steps)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     return {"remat": remat, "baseline_mb": baseline, "peak_mb": peak, "step_seconds": statistics.median(times),
             "first_step_seconds": first}
@@ -86,13 +98,12 @@ def main(argv):
     if FLAGS.child_remat is not None:
         print("RESULT " + json.dumps(run_one(FLAGS.child_remat)))
         return
-    import bench_model  # pylint: disable=import-outside-toplevel
-
-    model, have, _ = bench_model.cpu_description()
+    model, have = common.cpu_description()
     print(f"{os.cpu_count()} CPU cores: {model}; flags {' '.join(have)}")
     print(f"{FLAGS.preset}, batch {FLAGS.batch_size}, seq {FLAGS.seq_length}, {FLAGS.num_predictions} MLM positions, "
-          f"jit_compile={FLAGS.jit_compile}; one warm-up step, then {FLAGS.steps} timed; "
-          f"load average before: {bench_model.load_average()}")
+          f"jit_compile={FLAGS.jit_compile}; one warm-up step, then {FLAGS.steps} timed")
+    load_before = common.load_average()
+    print(f"load average before: {load_before}")
     results = {}
     for remat in (False, True):
         args = [sys.executable, os.path.abspath(__file__), f"--child_remat={remat}", f"--preset={FLAGS.preset}",
@@ -107,7 +118,7 @@ def main(argv):
             results[remat] = None
             continue
         results[remat] = json.loads(lines[0][len("RESULT "):])
-    print(f"load average after: {bench_model.load_average()}")
+    print(f"load average after: {common.load_average()}")
     print()
     print(f"{'remat':6s} {'peak RSS MB':>12s} {'before step MB':>15s} {'step MB':>9s} {'s/step':>8s} {'first step s':>13s}")
     for remat, r in results.items():
@@ -120,9 +131,7 @@ def main(argv):
         print(f"with --remat: peak RSS /{off['peak_mb'] / on['peak_mb']:.2f}, step memory (peak - before) "
               f"/{(off['peak_mb'] - off['baseline_mb']) / (on['peak_mb'] - on['baseline_mb']):.2f}, step time "
               f"x{on['step_seconds'] / off['step_seconds']:.3f}")
-    if FLAGS.output_json:
-        with open(FLAGS.output_json, "w", encoding="utf-8") as f:
-            json.dump({str(k): v for k, v in results.items()}, f, indent=2)
+    common.write_result({"load_average_before": load_before, "remat_off": off, "remat_on": on}, FLAGS.output_json)
 
 
 if __name__ == "__main__":

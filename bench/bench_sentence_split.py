@@ -20,19 +20,17 @@ to bench/results/sentence_split.json.
 import importlib.metadata
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
 import tempfile
 import time
 
+import common  # first: the environment and sys.path every bench script needs
+
 from absl import app, flags
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from albert_tf import fileio  # noqa: E402  pylint: disable=wrong-import-position
-from albert_tf.data.corpus import sentences  # noqa: E402  pylint: disable=wrong-import-position
+from albert_tf.data.corpus import sentences
 
 FLAGS = flags.FLAGS
 flags.DEFINE_float("speed_mb", 0.5, "MB of book text each splitter is timed on.")
@@ -41,7 +39,7 @@ flags.DEFINE_list("workers", ["1", "2"], "--num_workers values the whole pipelin
 flags.DEFINE_integer("pipeline_once", 0, "(internal) time one pipeline run with this many workers, print JSON.")
 flags.DEFINE_string("output", None, "Results JSON (default bench/results/sentence_split.json).")
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = common.REPO
 SAMPLE = os.path.join(HERE, "bench", "data", "sentence_split_sample.json")
 BOOKS = os.path.join(HERE, "..", "shared", "data", "corpus", "gutenberg")
 
@@ -190,9 +188,7 @@ def main(argv):
         return
     sample = load_sample()
     paragraphs, size, where = speed_text(sample)
-    results = {"machine": {"python": platform.python_version(), "processor": platform.machine(),
-                           "cpus": os.cpu_count()},
-               "sample": {key: value["gold_sentences"]
+    results = {"sample": {key: value["gold_sentences"]
                           for key, value in agreement(lambda t: [t], sample).items()},
                "speed_text": where, "rounds": FLAGS.rounds, "splitters": {}}
     print(f"sample: {results['sample']}; speed on {where}")
@@ -208,10 +204,7 @@ def main(argv):
     for workers, r in (results["prepare_corpus"] or {}).items():
         print(f"prepare_corpus, --num_workers={workers}: {r['mb_per_s']:.2f} MB/s ({r['input_mb']} MB, {r['files']} "
               f"books, {r['documents_read']} documents, {r['sentences_written']} sentences in {r['seconds']} s)")
-    output = FLAGS.output or os.path.join(HERE, "bench", "results", "sentence_split.json")
-    os.makedirs(os.path.dirname(output), exist_ok=True)
-    fileio.write_json(output, results)
-    print(f"wrote {output}")
+    common.write_result(results, FLAGS.output or os.path.join(common.RESULTS_DIR, "sentence_split.json"))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ import ast
 import collections
 import contextlib
 import hashlib
-import importlib.util
 import os
 import re
 import subprocess
@@ -137,14 +136,6 @@ def tmpfs(path, size="1m", read_only=False):
         yield str(path)
     finally:
         subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def bench_script(name):
-    """`bench/<name>.py` imported as a module (the benchmarks are scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "bench", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def log_tail(result, chars=4000):
