@@ -202,7 +202,7 @@ def main():
                 digest = hashlib.sha256(f.read()).hexdigest()[:12]
             print(f"original: {os.path.abspath(args.original_dir)} (create_pretraining_data.py sha256 {digest}), "
                   f"run by bench/original_compat.py")
-        load_before = common.common.load_average()
+        load_before = common.load_average()
         print(f"load average before: {load_before}")
         configs = {length: commands(args, files, length, tmp) for length in lengths}
         results = {(length, name): [] for length in lengths for name, *_ in configs[length]}
