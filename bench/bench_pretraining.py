@@ -118,6 +118,7 @@ def pipeline_rate(path, batch_size, batches):
 
 
 def save_cost(model, work_dir, saves):
+    """(best seconds, bytes on disk) of saving `model` with its optimizer state, as training saves it."""
     checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
     manager = tf.train.CheckpointManager(checkpoint, os.path.join(work_dir, "ckpt"), max_to_keep=2)
     times = []
@@ -129,7 +130,7 @@ def save_cost(model, work_dir, saves):
                if f.startswith(os.path.basename(path) + "."))
     print(f"checkpoint save (base_v2 weights + LAMB m, v): {size / 2 ** 20:.0f} MiB, best {min(times):.2f} s, "
           f"all {', '.join(f'{t:.2f}' for t in times)} s")
-    return min(times)
+    return min(times), size
 
 
 def main(argv):
@@ -146,7 +147,7 @@ def main(argv):
                                          FLAGS.tiny_steps)
         base_steps, base_examples, base_model = train_rate("base_v2", AlbertConfig.preset("base_v2"), path,
                                                   FLAGS.base_batch_size, 1, FLAGS.base_steps)
-        seconds = save_cost(base_model, work_dir, FLAGS.saves)
+        seconds, size = save_cost(base_model, work_dir, FLAGS.saves)
 
         print("\nsummary")
         print(f"  base_v2 full step: {base_examples:.3g} examples/s; input pipeline {pipeline:.0f} examples/s = "
@@ -162,7 +163,8 @@ def main(argv):
                                       "examples_per_second": tiny_examples},
                              "base_v2": {"batch_size": FLAGS.base_batch_size, "steps_per_second": base_steps,
                                          "examples_per_second": base_examples},
-                             "pipeline_examples_per_second": pipeline, "base_v2_checkpoint_save_seconds": seconds},
+                             "pipeline_examples_per_second": pipeline, "base_v2_checkpoint_save_seconds": seconds,
+                             "base_v2_checkpoint_mib": size / 2 ** 20},
                             FLAGS.output_json)
     finally:
         if not FLAGS.work_dir:
