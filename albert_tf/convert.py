@@ -432,7 +432,8 @@ def _load_model(config, source, num_labels, init_from_group0):
     """(model, LoadResult) of the input: `AlbertClassifier` with `num_labels`; else `AlbertForPretraining`, unless
     the input lacks the masked-LM head and has the SQuAD v1.1 head (`cls/squad/...`), then `AlbertForSquad`."""
     from albert_tf import checkpoints  # pylint: disable=import-outside-toplevel
-    from albert_tf.model import AlbertClassifier, AlbertForPretraining, AlbertForSquad, dummy_inputs  # pylint: disable=import-outside-toplevel
+    # pylint: disable-next=import-outside-toplevel
+    from albert_tf.model import AlbertClassifier, AlbertForPretraining, AlbertForSquad, dummy_inputs
 
     if num_labels:
         model = AlbertClassifier(config, num_labels)

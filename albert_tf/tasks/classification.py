@@ -277,7 +277,8 @@ def run_classifier(params):
     task = ClassificationTask()
     outcome = runner.run(task, params)
     if params.export_huggingface_dir:
-        from albert_tf.tasks.exports import export_huggingface  # pylint: disable=import-outside-toplevel  (it imports this module)
+        # Imported here: tasks.exports imports this module.
+        from albert_tf.tasks.exports import export_huggingface  # pylint: disable=import-outside-toplevel
 
         regression = task.processor.is_regression
         outcome["export_huggingface_dir"], _ = export_huggingface(

@@ -296,7 +296,8 @@ def run_squad(params, task=None):
     task = task or SquadTask()
     outcome = runner.run(task, params)
     if params.export_huggingface_dir:
-        from albert_tf.tasks.exports import export_huggingface  # pylint: disable=import-outside-toplevel  (it imports this module)
+        # Imported here: tasks.exports imports this module.
+        from albert_tf.tasks.exports import export_huggingface  # pylint: disable=import-outside-toplevel
 
         outcome["export_huggingface_dir"], _ = export_huggingface(task.build_model(params), params)
     return outcome

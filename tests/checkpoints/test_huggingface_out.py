@@ -21,6 +21,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")  # transformers' own dependency
 
 from albert_tf import convert  # noqa: E402  (after the skips)
 from albert_tf.checkpoints import huggingface, huggingface_tokenizer, save_checkpoint  # noqa: E402
@@ -30,8 +31,8 @@ from albert_tf.checkpoints import latest_checkpoint, load_checkpoint  # noqa: E4
 from albert_tf.tasks.classification import ClassifierParams, build_classifier, run_classifier  # noqa: E402
 from albert_tf.tasks.squad import SquadParams, TrainableSquad, run_squad  # noqa: E402
 from albert_tf.text.tokenization import FullTokenizer  # noqa: E402
-from tests.helpers import (DATA_DIR, FIXTURES_DIR, REPO, SAMPLE_GLUE, SPM, SQUAD_V1, assert_one_line_error,  # noqa: E402
-                           leftovers, randomize, subprocess_env, tiny_config)
+from tests.helpers import (DATA_DIR, FIXTURES_DIR, REPO, SAMPLE_GLUE, SPM, SQUAD_V1,  # noqa: E402
+                           assert_one_line_error, leftovers, randomize, subprocess_env, tiny_config)
 
 SAMPLE = os.path.join(FIXTURES_DIR, "text_sample.txt")
 ZH_SAMPLE = os.path.join(FIXTURES_DIR, "zh_corpus.txt")
@@ -229,6 +230,10 @@ def test_auto_tokenizer_gives_full_tokenizer_ids(encoder_folder):
         assert got == ours.convert_tokens_to_ids(expected), text
     assert theirs(quoted[0], add_special_tokens=False)["input_ids"] != ours.convert_tokens_to_ids(
         ours.tokenize(quoted[0]))  # the documented difference is real
+    # tokenizer.json alone (the `tokenizers` library, as other readers use it) gives the same ids.
+    raw = tokenizers.Tokenizer.from_file(os.path.join(encoder_folder[1], huggingface_tokenizer.TOKENIZER_JSON))
+    for text in lines:
+        assert raw.encode(text, add_special_tokens=False).ids == theirs(text, add_special_tokens=False)["input_ids"]
     ids, _, segments = encode_pair(ours, lines[0], lines[1], max_seq_length=128)
     pair = theirs(lines[0], lines[1])
     length = len(pair["input_ids"])
@@ -346,6 +351,26 @@ def test_run_squad_exports_the_trained_v1_model(tmp_path):
     assert not (tmp_path / "v2").exists() or not os.listdir(tmp_path / "v2")
 
 
+def test_run_squad_script_exports_a_fine_tuned_checkpoint(tmp_path):
+    """The flag through the script: a SQuAD v1.1 checkpoint fine-tuned elsewhere (--init_checkpoint), exported
+    with nothing else asked for."""
+    config = tiny_config()
+    squad = _built(AlbertForSquad(config), seq_length=4)
+    prefix = _release_folder(str(tmp_path / "squad"), squad, config)
+    output = tmp_path / "hf"
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "run_squad.py"),
+         f"--albert_config_file={tmp_path / 'squad' / 'albert_config.json'}", f"--spm_model_file={SPM}",
+         f"--init_checkpoint={prefix}", f"--output_dir={tmp_path / 'run'}",
+         "--max_seq_length=96", f"--export_huggingface_dir={output}"],
+        cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Hugging Face folder: {output}" in result.stdout
+    ids, mask, segments = _inputs(seed=9)
+    _, theirs = _theirs(transformers.AutoModelForQuestionAnswering, str(output), ids, mask, segments)
+    _close(theirs.start_logits, _ours(squad, ids, mask, segments)["start_logits"])
+
+
 # ---------------------------------------------------------------- staging and bad input
 def test_a_failed_write_leaves_no_folder(tmp_path, monkeypatch):
     config = tiny_config()
@@ -423,6 +448,10 @@ def test_label_names_that_do_not_match_the_head_are_one_line(tmp_path):
     assert_one_line_error(result, "--label_list=a,b", "task.json", status=2)
     _assert_no_output(tmp_path)
     os.remove(tmp_path / "run" / "task.json")
+    result = _convert(f"--input_checkpoint={prefix}", "--num_labels=2", "--label_list=a,b,c",
+                      f"--output_path={tmp_path / 'out'}")
+    assert_one_line_error(result, "--num_labels=2", "--label_list", status=2)
+    _assert_no_output(tmp_path)
     result = _convert(f"--input_checkpoint={prefix}", "--label_list=a,b", f"--output_path={tmp_path / 'out'}")
     assert_one_line_error(result, "shape mismatch", "[32, 3]", "[32, 2]", status=1)  # 2 labels, a 3-output head
     _assert_no_output(tmp_path)
