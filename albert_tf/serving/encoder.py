@@ -17,7 +17,8 @@ the Python tokenizer (`albert_tf.text.preprocessor.AlbertTextPreprocessor`), plu
 import tensorflow as tf
 
 from albert_tf.serving.savedmodel import ExportError, attach_tokenizer, checked_ids, ids_spec, save_module
-from albert_tf.text.preprocessor import AlbertTextPreprocessor, TextPreprocessorModule
+from albert_tf.serving.text_module import TextPreprocessorModule
+from albert_tf.text.preprocessor import AlbertTextPreprocessor
 
 
 def export_encoder(model, export_dir, tokenizer_file=None, do_lower_case=True, overwrite=False):

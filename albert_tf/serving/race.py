@@ -4,7 +4,9 @@
 import tensorflow as tf
 
 from albert_tf.serving.savedmodel import ExportError, attach_tokenizer, checked_ids, save_module
-from albert_tf.text import preprocessor as text_layers
+from albert_tf.serving.text_module import TextPreprocessorModule
+from albert_tf.text.preprocessor import AlbertTextPreprocessor
+from albert_tf.text.unicode_graph import drop_invalid_utf8, preprocess_text_graph
 
 LABELS = ("A", "B", "C", "D")
 NUM_CHOICES = len(LABELS)
@@ -53,18 +55,18 @@ def export_race_model(model, export_dir, tokenizer_file=None, do_lower_case=True
 def _text_signature(module, run_model, tokenizer_file, do_lower_case, is_sentencepiece, max_seq_length,
                     max_qa_length):
     """The raw-text serving function of `export_race_model` (its tokenizer is tracked by `module`)."""
-    preprocessor = text_layers.AlbertTextPreprocessor(
+    preprocessor = AlbertTextPreprocessor(
         spm_model_file=tokenizer_file if is_sentencepiece else None,
         vocab_file=None if is_sentencepiece else tokenizer_file, do_lower_case=do_lower_case,
         max_seq_length=max_seq_length)
     # The tokenizer module creates its lookup tables now, so the SavedModel tracks them.
-    module.text_tokenizer = text_layers.TextPreprocessorModule(preprocessor)
+    module.text_tokenizer = TextPreprocessorModule(preprocessor)
     cls_id, sep_id = preprocessor.cls_id, preprocessor.sep_id
 
     def process(text):  # `process_text`
         if is_sentencepiece:
-            return text_layers.preprocess_text_graph(text, lower=do_lower_case)
-        return text_layers.drop_invalid_utf8(text)
+            return preprocess_text_graph(text, lower=do_lower_case)
+        return drop_invalid_utf8(text)
 
     def with_option(question, option):  # `question_with_option`, element by element of [n] strings
         parts = tf.strings.split(question, sep="_")

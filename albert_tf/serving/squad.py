@@ -26,7 +26,8 @@ from albert_tf.errors import UsageError
 from albert_tf.model import dummy_inputs
 from albert_tf.model.squad import NEG_INF
 from albert_tf.serving.savedmodel import attach_tokenizer, checked_ids, save_module
-from albert_tf.text.preprocessor import AlbertTextPreprocessor, TextPreprocessorModule
+from albert_tf.serving.text_module import TextPreprocessorModule
+from albert_tf.text.preprocessor import AlbertTextPreprocessor
 
 
 def _target(export_dir, kind, version):

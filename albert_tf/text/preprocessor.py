@@ -15,24 +15,10 @@ in both of `FullTokenizer`'s modes:
 
 The tokenizer's file (model proto or vocabulary) is read into the graph as constants and also attached as a
 SavedModel asset, so an exported model needs nothing but `tensorflow` and `tensorflow_text` to run
-(`export_text_preprocessor`).
+(`albert_tf.serving.text_module`).
 
-How exact agreement with the Python tokenizer is obtained:
-
-* Every character class (whitespace, controls, punctuation, CJK, combining marks, non-spacing marks, digits) is
-  enumerated from the very predicates the Python code uses, under Python's own Unicode database, and written
-  into the regular expressions as explicit code point ranges.
-* Lowercasing uses ICU (`tf.strings.lower(..., encoding="utf-8")`, full mappings such as "İ" -> "i̇"), run on the
-  NUL-free stretches of the text (the op stops at a NUL), patched for the letters Python's Unicode 14 lowercases
-  but TensorFlow's older ICU does not (e.g. U+2C2F), and with capital sigma resolved beforehand to "ς"/"σ" by
-  Python's final-sigma rule with Python's case-ignorable/cased properties (ICU's older tables would decide
-  differently next to recent combining marks).
-* NFD/NFKD use tensorflow-text's ICU, which knows characters assigned after Python's Unicode 14 (e.g. U+1CCD6,
-  which ICU decomposes to "A"); those are cut out and kept unnormalised, as Python (which sees unassigned
-  characters) leaves them.
-* The tables are computed when the layer is first used (about a second) and baked into the graph.
-The tests check every code point of the Basic Multilingual Plane (but the large uniform ideograph and hangul
-blocks), and the supplementary characters with special handling, in a context with case, sigma, digits and commas.
+The string rules themselves (`preprocess_text`, BERT's basic tokenization) are rebuilt in
+`albert_tf.text.unicode_graph`.
 
 Known disagreements (`tests/text/test_preprocessor.py::test_known_disagreements` pins the first two down):
 
@@ -48,10 +34,8 @@ Known disagreements (`tests/text/test_preprocessor.py::test_known_disagreements`
   gives the deterministic segmentation.
 """
 
-import functools
 import os
 import tempfile
-import unicodedata
 
 import keras
 import tensorflow as tf
@@ -59,267 +43,23 @@ import tensorflow_text as tf_text
 
 from albert_tf.text import wordpiece
 from albert_tf.text.common import SPIECE_UNDERLINE, TokenizerError
-
-_MAX_CODE_POINT = 0x10FFFF
-
-# The graph-building code below has no tensor-dependent Python control flow; keeping AutoGraph out of it makes
-# tracing (and so exporting) several times faster.
-_graph_code = tf.autograph.experimental.do_not_convert
+from albert_tf.text.unicode_graph import (basic_tokenize_graph, build_tables, char_class, graph_code,
+                                           preprocess_text_graph)
 
 
-# ------------------------------------------------------------------------------------------------------------------
-# Character classes, enumerated from the Python predicates.
-
-def _all_chars():
-    return (chr(cp) for cp in range(_MAX_CODE_POINT + 1) if not 0xD800 <= cp <= 0xDFFF)
-
-
-def _is_combining(char):
-    return unicodedata.combining(char) != 0
-
-
-def _is_non_spacing_mark(char):
-    return unicodedata.category(char) == "Mn"
-
-
-def _is_cjk(char):
-    return wordpiece.is_chinese_char(ord(char))
-
-
-_PREDICATES = {
-    "python_space": str.isspace,  # what str.split()/str.strip() treat as whitespace
-    "python_digit": str.isdigit,  # `piece[-2].isdigit()` in the digit-comma rule
-    "combining": _is_combining,  # `unicodedata.combining(c)` in preprocess_text
-    "bert_removed": wordpiece.is_removed_in_cleanup,
-    "bert_space": wordpiece.is_whitespace,
-    "bert_punct": wordpiece.is_punctuation,
-    "cjk": _is_cjk,
-    "non_spacing_mark": _is_non_spacing_mark,
-}
-
-
-def _to_ranges(cps):
-    """Sorted code points -> list of [first, last] runs of consecutive code points."""
-    ranges = []
-    for cp in cps:
-        if ranges and ranges[-1][1] == cp - 1:
-            ranges[-1][1] = cp
-        else:
-            ranges.append([cp, cp])
-    return ranges
-
-
-def _ranges_class(cps):
-    """An RE2 character class matching exactly the sorted code points `cps`."""
-    parts = [f"\\x{{{lo:x}}}" if lo == hi else f"\\x{{{lo:x}}}-\\x{{{hi:x}}}" for lo, hi in _to_ranges(cps)]
-    return "[" + "".join(parts) + "]"
-
-
-@functools.lru_cache(maxsize=None)
-def code_points(name):
-    """Sorted tuple of the code points for which the named predicate (see `_PREDICATES`) holds."""
-    predicate = _PREDICATES[name]
-    return tuple(ord(c) for c in _all_chars() if predicate(c))
-
-
-@functools.lru_cache(maxsize=None)
-def char_class(name):
-    """An RE2 character class (`[...]`) matching exactly `code_points(name)`."""
-    return _ranges_class(code_points(name))
-
-
-@functools.lru_cache(maxsize=None)
-def _lowercase_patches():
-    """(char, lowercase) for letters that `str.lower` changes but TensorFlow's ICU leaves unchanged."""
-    candidates = [c for c in _all_chars() if c != "\x00" and c.lower() != c]
-    with tf.init_scope():
-        lowered = tf.strings.lower(tf.constant([c.encode("utf-8") for c in candidates]), encoding="utf-8").numpy()
-    return tuple((c, c.lower()) for c, low in zip(candidates, lowered) if low.decode("utf-8") == c)
-
-
-@functools.lru_cache(maxsize=None)
-def _sigma_context_ranges():
-    """Python's case-ignorable and (not case-ignorable) cased code points, as sorted (starts, ends) range lists.
-
-    `str.lower` maps capital sigma to final sigma after a cased letter (skipping case-ignorable characters) unless
-    a cased letter follows (again skipping case-ignorable ones). Python exposes neither property, so both are read
-    off `str.lower` itself: c is case-ignorable iff "A" c "Σ" gets a final sigma but "1" c "Σ" does not; a c that
-    is not case-ignorable is cased iff "1" c "Σ" gets a final sigma.
-    """
-    ignorable, cased = [], []
-    for char in _all_chars():
-        if unicodedata.category(char) in ("Cn", "Co"):
-            continue  # unassigned and private-use characters are neither
-        after_letter = ("A" + char + "\u03a3").lower()[-1] == "\u03c2"
-        after_digit = ("1" + char + "\u03a3").lower()[-1] == "\u03c2"
-        if after_letter and not after_digit:
-            ignorable.append(ord(char))
-        elif after_digit:
-            cased.append(ord(char))
-
-    def starts_and_ends(cps):
-        ranges = _to_ranges(cps)
-        return [r[0] for r in ranges], [r[1] for r in ranges]
-
-    return starts_and_ends(ignorable), starts_and_ends(cased)
-
-
-@functools.lru_cache(maxsize=None)
-def normalization_exceptions(form):
-    """Code points that tensorflow-text's ICU changes under `form` ("NFD"/"NFKD") but Python leaves unchanged.
-
-    These are characters assigned after the Unicode version of Python's `unicodedata` (e.g. U+1CCD6, an outlined
-    letter from Unicode 16 that ICU decomposes to "A"); Python treats them as unassigned starters.
-    """
-    candidates = [c for c in _all_chars() if unicodedata.normalize(form, c) == c]
-    with tf.init_scope():
-        normalized = tf_text.normalize_utf8(tf.constant([c.encode("utf-8") for c in candidates]), form).numpy()
-    return tuple(ord(c) for c, n in zip(candidates, normalized) if n.decode("utf-8") != c)
-
-
-@_graph_code
-def normalize_utf8(text, form):
-    """`unicodedata.normalize(form, text)` in the graph for a [batch] string tensor.
-
-    ICU does the work; the few characters it knows but Python does not (`normalization_exceptions`) are cut out
-    and kept as they are. Python sees them as unassigned starters, so no reordering of combining marks crosses
-    them and normalising the stretches between them separately gives Python's result.
-    """
-    exceptions = normalization_exceptions(form)
-    if not exceptions:
-        return tf_text.normalize_utf8(text, form)
-    protected = _ranges_class(exceptions)
-
-    def normalize_pieces(nul_free):
-        pieces = tf_text.regex_split(nul_free, protected, protected)  # (this op would stop at a NUL)
-        flat = pieces.flat_values
-        flat = tf.where(tf.strings.regex_full_match(flat, protected), flat, tf_text.normalize_utf8(flat, form))
-        return tf.strings.reduce_join(pieces.with_flat_values(flat), axis=-1)
-
-    def split_and_normalize():
-        return map_nul_free_parts(normalize_pieces, text)
-
-    has_exception = tf.reduce_any(tf.strings.regex_full_match(text, "(?s).*" + protected + ".*"))
-    return tf.cond(has_exception, split_and_normalize, lambda: tf_text.normalize_utf8(text, form))
-
-
-@_graph_code
-def _in_ranges(values, ranges):
-    starts, ends = ranges
-    i = tf.searchsorted(tf.constant(starts, tf.int32), values, side="right") - 1
-    return (i >= 0) & (values <= tf.gather(tf.constant(ends, tf.int32), tf.maximum(i, 0)))
-
-
-@_graph_code
-def _resolve_capital_sigma(text):
-    """Replaces each "Σ" by "ς" or "σ" as `str.lower` would, with Python's Unicode properties.
-
-    ICU would otherwise decide with its own (older) notion of case-ignorable characters.
-    """
-    ignorable_ranges, cased_ranges = _sigma_context_ranges()
-    chars = tf.strings.unicode_decode(text, "UTF-8")
-    flat = chars.flat_values
-    row_ids = chars.value_rowids()
-    row_start = tf.gather(chars.row_starts(), row_ids)
-    row_limit = tf.gather(chars.row_limits(), row_ids)
-    anchor = ~_in_ranges(flat, ignorable_ranges)  # the characters the context scan stops at
-    cased = anchor & _in_ranges(flat, cased_ranges)
-    anchor_positions = tf.where(anchor)[:, 0]
-    num_anchors = tf.size(anchor_positions, out_type=tf.int64)
-    anchors_upto = tf.cumsum(tf.cast(anchor, tf.int64))  # anchors at or before each position
-    anchors_before = anchors_upto - tf.cast(anchor, tf.int64)
-    prev = tf.gather(anchor_positions, tf.maximum(anchors_before - 1, 0))
-    prev_cased = (anchors_before > 0) & (prev >= row_start) & tf.gather(cased, prev)
-    has_next = anchors_upto < num_anchors
-    nxt = tf.gather(anchor_positions, tf.minimum(anchors_upto, tf.maximum(num_anchors - 1, 0)))
-    next_cased = has_next & (nxt < row_limit) & tf.gather(cased, tf.where(has_next, nxt, 0))
-    is_sigma = tf.equal(flat, 0x3A3)
-    final = prev_cased & ~next_cased
-    flat = tf.where(is_sigma, tf.where(final, 0x3C2, 0x3C3), flat)
-    return tf.strings.unicode_encode(chars.with_flat_values(flat), "UTF-8")
-
-
-# ------------------------------------------------------------------------------------------------------------------
-# String ops shared by both modes.
-
-@_graph_code
-def drop_invalid_utf8(text):
-    """Removes bytes that are not valid UTF-8, as `convert_to_unicode` does with `errors="ignore"`."""
-    return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
-
-
-@_graph_code
-def map_nul_free_parts(fn, text):
-    """Applies `fn` (1-D string tensor -> same shape) to the NUL-free stretches of each string in a [batch] tensor.
-
-    Some string ops (ICU lowercasing, `regex_split`) treat NUL as the end of the string; NUL is an ordinary
-    character to Python. The NULs are put back as string data (a string attribute such as `reduce_join`'s
-    separator would be cut at a NUL too).
-    """
-    parts = tf.strings.split(text, sep="\x00")
-    mapped = fn(parts.flat_values)
-    lengths = parts.row_lengths()
-    is_last = tf.ragged.range(lengths) == tf.expand_dims(lengths - 1, -1)
-    mapped = tf.strings.join([mapped, tf.where(is_last.flat_values, "", "\x00")])
-    return tf.strings.reduce_join(parts.with_flat_values(mapped), axis=-1)
-
-
-@_graph_code
-def lower_utf8(text):
-    """`str.lower` in the graph (full Unicode case mapping, final sigma included); NUL characters are kept."""
-    has_sigma = tf.reduce_any(tf.strings.regex_full_match(text, "(?s).*\u03a3.*"))
-    text = tf.cond(has_sigma, lambda: _resolve_capital_sigma(text), lambda: tf.identity(text))
-    text = map_nul_free_parts(lambda parts: tf.strings.lower(parts, encoding="utf-8"), text)
-    for char, low in _lowercase_patches():
-        text = tf.strings.regex_replace(text, f"\\x{{{ord(char):x}}}", low)
-    return text
-
-
-@_graph_code
-def preprocess_text_graph(text, lower=True, map_latex_quotes=False):
-    """In-graph `tokenization.preprocess_text(text, lower=lower, map_latex_quotes=...)` for a [batch] string
-    tensor."""
-    text = drop_invalid_utf8(text)
-    text = tf.strings.regex_replace(text, char_class("python_space") + "+", " ")
-    text = tf.strings.regex_replace(text, "^ | $", "")
-    if map_latex_quotes:
-        text = tf.strings.regex_replace(text, "``|''", '"')
-    text = normalize_utf8(text, "NFKD")
-    text = tf.strings.regex_replace(text, char_class("combining") + "+", "")
-    if lower:
-        text = lower_utf8(text)
-    return text
-
-
-@_graph_code
-def basic_tokenize_graph(text, do_lower_case=True):
-    """In-graph `wordpiece.BasicTokenizer(do_lower_case).tokenize` for a [batch] string tensor -> ragged words."""
-    text = drop_invalid_utf8(text)
-    text = tf.strings.regex_replace(text, char_class("bert_removed"), "")
-    text = tf.strings.regex_replace(text, char_class("bert_space"), " ")
-    text = tf.strings.regex_replace(text, "(" + char_class("cjk") + ")", " \\1 ")
-    if do_lower_case:
-        text = lower_utf8(text)
-        text = normalize_utf8(text, "NFD")
-        text = tf.strings.regex_replace(text, char_class("non_spacing_mark"), "")
-    text = tf.strings.regex_replace(text, "(" + char_class("bert_punct") + ")", " \\1 ")
-    text = tf.strings.regex_replace(text, char_class("python_space") + "+", " ")
-    return tf.strings.split(text)
-
-
-@_graph_code
+@graph_code
 def _ragged_first_n(rt, n):
     """Keeps the first `n[i]` items of row `i` of a 2-D ragged tensor."""
     positions = tf.ragged.range(rt.row_lengths())
     return tf.ragged.boolean_mask(rt, positions < tf.expand_dims(n, 1))
 
 
-@_graph_code
+@graph_code
 def _column(value, batch_size, dtype):
     return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch_size, 1]), tf.cast(value, dtype)))
 
 
-@_graph_code
+@graph_code
 def pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id):
     """`[CLS] A [SEP] (B [SEP])`, truncated and zero-padded to `max_seq_length`, from ragged int32 ids.
 
@@ -505,12 +245,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
                     max_bytes_per_word=4 * max(self.max_input_chars_per_word, 1),
                     token_out_type=tf.string, unknown_token=wordpiece.UNK_TOKEN, split_unknown_characters=False)
             # Build the regular expressions now (not while tracing) so the first trace is not slowed by them.
-            for name in _PREDICATES:
-                char_class(name)
-            normalization_exceptions("NFKD" if self.is_sentencepiece else "NFD")
-            if self.do_lower_case:
-                _lowercase_patches()
-                _sigma_context_ranges()
+            build_tables("NFKD" if self.is_sentencepiece else "NFD", self.do_lower_case)
             asset = tf.saved_model.Asset(self._asset_path())
         # Attributes (not a dict) so that Keras/TensorFlow tracking saves the resources with the layer.
         self._sp_tokenizer = resources.get("sentencepiece")
@@ -554,7 +289,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
             texts = tf.expand_dims(texts, 0)
         return texts
 
-    @_graph_code
+    @graph_code
     def tokenize(self, texts):
         """Tokens of each text (ragged [batch, (tokens)] strings), as `FullTokenizer.tokenize` gives them."""
         self.ensure_resources()
@@ -567,12 +302,12 @@ class AlbertTextPreprocessor(keras.layers.Layer):
         words = words.with_flat_values(tf.where(too_long, wordpiece.UNK_TOKEN, flat))
         return self._wp_tokenizer.tokenize(words).merge_dims(1, 2)
 
-    @_graph_code
+    @graph_code
     def tokenize_to_ids(self, texts):
         """Token ids of each text (ragged [batch, (tokens)] int32), as `FullTokenizer.convert_tokens_to_ids`."""
         return self.convert_tokens_to_ids(self.tokenize(texts))
 
-    @_graph_code
+    @graph_code
     def convert_tokens_to_ids(self, tokens):
         """Ids of string tokens (any shape, ragged or not) as int32, as `FullTokenizer.convert_tokens_to_ids`.
 
@@ -585,7 +320,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
             return tf.cast(tf.ragged.map_flat_values(table.lookup, tokens), tf.int32)
         return tf.cast(table.lookup(tf.convert_to_tensor(tokens, tf.string)), tf.int32)
 
-    @_graph_code
+    @graph_code
     def _sentencepiece_pieces(self, texts):
         def sp_pieces(text):
             ids = self._sp_tokenizer.tokenize(text).with_row_splits_dtype(tf.int64)
@@ -619,7 +354,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
         per_piece = tf.gather(tf.concat([kept, replaced], axis=0), tf.where(matched, hit_rank, kept_rank))
         return pieces.with_flat_values(per_piece).merge_dims(1, 2)
 
-    @_graph_code
+    @graph_code
     def pack(self, ids_a, ids_b=None):
         """Packs ragged int ids of one or two segments into the output dict (see the class docstring)."""
         resources = self.ensure_resources()
@@ -630,7 +365,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
     def build(self, input_shape=None):
         self.built = True
 
-    @_graph_code
+    @graph_code
     def call(self, inputs):
         if isinstance(inputs, dict):
             raise TypeError("AlbertTextPreprocessor takes a string tensor or a tuple (text_a, text_b), not a dict")
@@ -660,66 +395,3 @@ class AlbertTextPreprocessor(keras.layers.Layer):
 
 # ------------------------------------------------------------------------------------------------------------------
 # SavedModel export.
-
-class TextPreprocessorModule(tf.Module):
-    """A `tf.Module` exposing an `AlbertTextPreprocessor` through functions with string input signatures.
-
-    Functions (all take [batch] string tensors): `encode(text)` and `encode_pair(text_a, text_b)` return the dict
-    of `input_ids`/`input_mask`/`segment_ids`; `tokenize(text)` returns ragged string tokens,
-    `tokenize_to_ids(text)` ragged int32 ids, and `tokenize_with_ids(text)` both (keys `tokens`, `ids`);
-    `tokenization_info()` returns the attached tokenizer file's path (`vocab_file`, as in the original's TF-Hub
-    modules, even for a SentencePiece model) and `do_lower_case`. The tokenization graph is built once, in
-    `tokenize_with_ids`, and the other functions call it, which keeps tracing, the SavedModel and loading small.
-    """
-
-    def __init__(self, preprocessor, name=None):
-        super().__init__(name=name)
-        preprocessor.ensure_resources()
-        self.preprocessor = preprocessor
-        self.tokenizer_file = preprocessor.tokenizer_asset
-        self.do_lower_case = tf.Variable(preprocessor.do_lower_case, trainable=False, name="do_lower_case")
-        self.max_seq_length = tf.Variable(preprocessor.max_seq_length, trainable=False, name="max_seq_length")
-        self.is_sentencepiece = tf.Variable(preprocessor.is_sentencepiece, trainable=False, name="is_sentencepiece")
-
-    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-    def tokenize_with_ids(self, text):
-        tokens = self.preprocessor.tokenize(text)
-        return {"tokens": tokens, "ids": self.preprocessor.convert_tokens_to_ids(tokens)}
-
-    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-    def tokenize(self, text):
-        return self.tokenize_with_ids(text)["tokens"]
-
-    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-    def tokenize_to_ids(self, text):
-        return self.tokenize_with_ids(text)["ids"]
-
-    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
-                                                   tf.TensorSpec([None], tf.string, name="text_b")])
-    def encode_pair(self, text_a, text_b):
-        ids = self.tokenize_with_ids(tf.concat([text_a, text_b], axis=0))["ids"]
-        batch_size = tf.shape(text_a, out_type=tf.int64)[0]
-        return self.preprocessor.pack(ids[:batch_size], ids[batch_size:])
-
-    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-    def encode(self, text):
-        # An empty second text gives the single-text layout (as in `tokenization.encode_pair`).
-        return self.encode_pair(text, tf.fill(tf.shape(text), ""))
-
-    @tf.function(autograph=False, input_signature=[])
-    def tokenization_info(self):
-        return {"vocab_file": self.tokenizer_file.asset_path, "do_lower_case": self.do_lower_case}
-
-
-def export_text_preprocessor(preprocessor, export_dir):
-    """Saves `preprocessor` (an `AlbertTextPreprocessor`) as a self-contained SavedModel in `export_dir`.
-
-    Load it with `tf.saved_model.load(export_dir)` after `import tensorflow_text` (which registers the ops); the
-    loaded object has the functions of `TextPreprocessorModule`, and the signatures `serving_default`
-    (= `encode`, input `text`) and `encode_pair` (inputs `text_a`, `text_b`).
-    """
-    module = TextPreprocessorModule(preprocessor)
-    # Passing the tf.functions (not concrete functions traced beforehand) lets saving trace each one only once.
-    signatures = {"serving_default": module.encode, "encode_pair": module.encode_pair}
-    tf.saved_model.save(module, export_dir, signatures=signatures)
-    return export_dir

@@ -14,8 +14,9 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
-from albert_tf.text import preprocessor as text_layers
-from albert_tf.text.preprocessor import AlbertTextPreprocessor, export_text_preprocessor, pack_inputs
+from albert_tf.text import unicode_graph
+from albert_tf.serving.text_module import export_text_preprocessor
+from albert_tf.text.preprocessor import AlbertTextPreprocessor, pack_inputs
 from albert_tf.text.tokenization import FullTokenizer, TokenizerError, encode_pair, truncate_seq_pair
 from tests.text.original_tokenization import original_ids, original_preprocess_text, sst2_lines_with_latex_quotes
 
@@ -125,7 +126,7 @@ def sweep_texts():
     skip = [(0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7A3), (0xD800, 0xF8FF)]
     cps = [cp for cp in range(0x10000) if not any(lo <= cp <= hi for lo, hi in skip)]
     cps += [0x20000, 0x2A700, 0x1F600, 0x1F44D, 0x1F3FD, 0xE0041, 0xE0100, 0x10400, 0x10428, 0x1D400, 0x1D7CE]
-    cps += list(text_layers.normalization_exceptions("NFKD")) + [ord(c) for c, _ in text_layers._lowercase_patches()]
+    cps += list(unicode_graph.normalization_exceptions("NFKD")) + [ord(c) for c, _ in unicode_graph._lowercase_patches()]
     return [f"Ab{c}Σ {c}1{c}, {c} AΣ{c}b" for c in map(chr, cps)]
 
 
@@ -138,18 +139,18 @@ def test_unicode_version_gaps_are_bridged():
     # tensorflow-text's ICU knows characters that Python 3.11's Unicode 14 database does not; the graph leaves
     # them undecomposed, as Python does (they are unassigned there).
     for form in ("NFD", "NFKD"):
-        exceptions = text_layers.normalization_exceptions(form)
+        exceptions = unicode_graph.normalization_exceptions(form)
         assert exceptions and all(unicodedata.category(chr(cp)) == "Cn" for cp in exceptions)
-    assert 0x1CCD6 in text_layers.normalization_exceptions("NFKD")  # ICU: OUTLINED LATIN CAPITAL LETTER A -> "A"
+    assert 0x1CCD6 in unicode_graph.normalization_exceptions("NFKD")  # ICU: OUTLINED LATIN CAPITAL LETTER A -> "A"
     # TensorFlow's ICU lowercasing predates some letters that Python lowercases; the graph patches them.
-    assert ("\u2c2f", "\u2c5f") in text_layers._lowercase_patches()
+    assert ("\u2c2f", "\u2c5f") in unicode_graph._lowercase_patches()
     tokenizer = FullTokenizer(spm_model_file=SPM_MODEL)
     layer = AlbertTextPreprocessor(spm_model_file=SPM_MODEL)
     assert_same_ids(tokenizer, layer, ["\U0001ccd6bc", "\u2c2f\u2c2f", "a\u0898Σ"])
 
 
 def test_known_disagreements():
-    """The input classes where the graph differs from Python, pinned down (see the text_layers docstring).
+    """The input classes where the graph differs from Python, pinned down (see the preprocessor module's docstring).
 
     1. SentencePiece near-ties: segmentations with equal scores but for floating-point rounding ("6"+"66" versus
        "66"+"6") can come out in the other order when a character outside the model's vocabulary comes before
