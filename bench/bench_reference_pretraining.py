@@ -68,7 +68,8 @@ def define_flags():
     """The flags (defined when run as a script, so that importing the module defines none)."""
     flags.DEFINE_string("input_file", None, "Training records (globs); default: built from data/corpus/ less the "
                         "held-out book.")
-    flags.DEFINE_string("eval_input_file", None, "Held-out records; default: built from --heldout_book.")
+    flags.DEFINE_string("eval_input_file", None, "Held-out records; default: built from --heldout_book "
+                        "(dupe_factor 2).")
     flags.DEFINE_string("heldout_book", "gutenberg-melville-moby_dick.txt", "The book of data/corpus/ held out.")
     flags.DEFINE_integer("dupe_factor", 2, "Copies (with other masks) of the training text in the built records.")
     flags.DEFINE_string("albert_config_file", os.path.join(REPO, "data", "albert_config_tiny.json"),
@@ -85,8 +86,8 @@ def define_flags():
     flags.DEFINE_float("lamb_learning_rate", 5e-3, "Peak learning rate of the LAMB run.")
     flags.DEFINE_integer("lamb_warmup_steps", 5, "Warm-up steps of the LAMB run.")
     flags.DEFINE_integer("eval_every", 50, "Held-out evaluation (and checkpoint) every this many steps.")
-    flags.DEFINE_integer("eval_batch_size", 64, "Batch size of the evaluation.")
-    flags.DEFINE_integer("max_eval_steps", 10, "Batches of held-out records evaluated.")
+    flags.DEFINE_integer("eval_batch_size", 32, "Batch size of the evaluation.")
+    flags.DEFINE_integer("max_eval_steps", 20, "Batches of held-out records evaluated (at most).")
     flags.DEFINE_list("seeds", ["1", "2", "3"], "--random_seed of the runs (data order); the first is compared "
                       "step by step.")
     flags.DEFINE_integer("init_seed", 12345, "Seed of the initial weights.")
@@ -130,7 +131,7 @@ def build_records(work_dir):
                                     config=PretrainingConfig(dupe_factor=FLAGS.dupe_factor, **common))
     evaluation = os.path.join(records_dir, "heldout.tfrecord")
     create_pretraining_data(heldout, [evaluation], spm_model_file=FLAGS.spm_model_file,
-                            config=PretrainingConfig(dupe_factor=1, random_seed=54321, **common))
+                            config=PretrainingConfig(dupe_factor=2, random_seed=54321, **common))
     print(f"records: {stats}", flush=True)
     return os.path.join(records_dir, "train-*.tfrecord"), evaluation
 
@@ -499,7 +500,8 @@ def compare_updates(init_hf, here_hf, reference_weights):
 
 
 def spread_check(project_runs, reference_runs, steps):
-    """Per eval step and loss: the project's seeds' range, the reference's seeds' mean, within or not."""
+    """Per eval step and loss: the project's seeds' range, the reference's seeds' mean, within or not, and the
+    largest difference between the two sides' runs of one seed (the same batches)."""
     rows, ok = [], True
     for step in steps:
         row = {"step": step}
@@ -510,7 +512,8 @@ def spread_check(project_runs, reference_runs, steps):
             within = min(here) <= ref_mean <= max(here) or math.isclose(ref_mean, sum(here) / len(here),
                                                                         rel_tol=FLAGS.loss_rtol)
             row[key] = {"albert_tf": here, "reference": ref, "albert_tf_range": [min(here), max(here)],
-                        "reference_mean": ref_mean, "within": within}
+                        "reference_mean": ref_mean, "within": within,
+                        "max_same_seed_difference": max(abs(a - b) for a, b in zip(here, ref))}
             if step > 0:
                 ok = ok and within
         rows.append(row)
@@ -518,12 +521,14 @@ def spread_check(project_runs, reference_runs, steps):
 
 
 def plot(result, path):
+    """Left: both sides' training loss per step (AdamW, the first seed). Middle and right: the held-out losses
+    of every seed, this project's seed range shaded, the reference's seeds as points and their mean."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (left, *panels) = plt.subplots(1, 3, figsize=(16, 4.5))
     adamw = result["adamw"]
     seed = str(adamw["seeds"][0])
     here, ref = adamw["albert_tf"][seed]["train_losses"], adamw["reference"][seed]["train_losses"]
@@ -535,22 +540,25 @@ def plot(result, path):
     left.set_ylabel("training loss (MLM + SOP)")
     left.set_title(f"AdamW, seed {seed}: training loss per step")
     left.legend()
-    for key, color in (("masked_lm_loss", "C0"), ("sentence_order_loss", "C1")):
-        rows = adamw["eval_spread"]
-        xs = [r["step"] for r in rows]
-        lo = [r[key]["albert_tf_range"][0] for r in rows]
-        hi = [r[key]["albert_tf_range"][1] for r in rows]
-        right.fill_between(xs, lo, hi, color=color, alpha=0.25, label=f"{key}: albert_tf, seed range")
-        right.plot(xs, [r[key]["reference_mean"] for r in rows], "o--", color=color,
-                   label=f"{key}: reference, mean of seeds")
-    right.set_xlabel("step")
-    right.set_ylabel("held-out loss")
-    right.set_yscale("log")
-    right.set_title(f"held-out losses, seeds {', '.join(map(str, adamw['seeds']))}")
-    right.legend(fontsize=8)
+    rows = [r for r in adamw["eval_spread"] if r["step"] > 0]
+    xs = [r["step"] for r in rows]
+    for axis, key, title in zip(panels, ("masked_lm_loss", "sentence_order_loss"),
+                                ("held-out masked-LM loss", "held-out sentence-order loss")):
+        axis.fill_between(xs, [r[key]["albert_tf_range"][0] for r in rows],
+                          [r[key]["albert_tf_range"][1] for r in rows], color="C0", alpha=0.25,
+                          label="albert_tf, range of seeds")
+        for i in range(len(adamw["seeds"])):
+            axis.plot(xs, [r[key]["albert_tf"][i] for r in rows], "s", color="C0", ms=4,
+                      label="albert_tf, each seed" if i == 0 else None)
+            axis.plot(xs, [r[key]["reference"][i] for r in rows], "x", color="C1", ms=6,
+                      label="reference, each seed" if i == 0 else None)
+        axis.plot(xs, [r[key]["reference_mean"] for r in rows], "--", color="C1", label="reference, mean")
+        axis.set_xlabel("step")
+        axis.set_title(f"{title}, seeds {', '.join(map(str, adamw['seeds']))}")
+        axis.legend(fontsize=8)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
 
 
 # ----------------------------------------------------------------------------------------------- main
