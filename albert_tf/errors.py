@@ -14,7 +14,7 @@ else is a bug and keeps its traceback. The family, by where each is defined:
   `UnknownLabelError`), `squad.SquadDataError`, `race.RaceFormatError`, `pretraining.PretrainingDataError`, all
   `DataError`s;
 * `train`: `callbacks.NonFiniteLossError` (a `RunError`), `distribution.StrategyError`;
-* `serving`: `savedmodel.ExportError`, `predict.PredictError`, `predict.RestError`.
+* `serving`: `savedmodel.ExportError`, `predict.PredictError`, `rest.RestError`.
 """
 
 

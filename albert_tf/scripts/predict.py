@@ -59,7 +59,7 @@ def main(argv):
             raise cli.UsageError("--text_columns takes one or two non-negative column numbers")
 
     from albert_tf import fileio  # pylint: disable=import-outside-toplevel
-    from albert_tf.serving import predict  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving import predict, rest  # pylint: disable=import-outside-toplevel
 
     if FLAGS.output_file != "-":
         fileio.refuse_inputs_as_outputs(
@@ -71,7 +71,7 @@ def main(argv):
             text = predict.decode_text(sys.stdin.buffer.read(), "<stdin>")
         else:
             text = predict.read_text(FLAGS.request_json)
-        with predict.ServingSession(FLAGS.export_dir) as session:
+        with rest.ServingSession(FLAGS.export_dir) as session:
             print(json.dumps(session.predict(text)))
         return
     stats = predict.predict_file(FLAGS.export_dir, FLAGS.input_file, FLAGS.output_file,

@@ -20,7 +20,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.errors import UsageError
 from albert_tf.model import AlbertForPretraining, dummy_inputs
 from albert_tf.serving import encoder, savedmodel, tflite
-from albert_tf.serving.predict import RestError, ServingSession
+from albert_tf.serving.rest import RestError, ServingSession
 from albert_tf.tasks import exports
 from albert_tf.text import tokenization
 

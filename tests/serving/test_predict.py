@@ -16,7 +16,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data import glue
 from albert_tf.model import AlbertModel, dummy_inputs
 from albert_tf.serving import encoder as export
-from albert_tf.serving import predict
+from albert_tf.serving import predict, rest
 from tests.helpers import REPO, SPM
 from tests.serving.test_export import (  # the fresh-process and saved_model_cli helpers
     fresh_process,
@@ -204,7 +204,7 @@ def test_classifier_export_and_predict_clis(tmp_path, tokenizer):
         np.testing.assert_allclose(by_text[way]["probabilities"], expected, atol=1e-5)
         np.testing.assert_allclose(by_ids[way]["probabilities"], expected, atol=1e-5)
         assert by_text[way]["labels"] == [["neg", "pos"][i] for i in expected.argmax(-1)]
-    with predict.ServingSession(export_dir) as session:
+    with rest.ServingSession(export_dir) as session:
         rows = session.predict({"signature_name": "text", "instances": [{"text": LINES[0]}, {"text": LINES[1]}]})
         np.testing.assert_allclose([row["probabilities"] for row in rows["predictions"]], expected, atol=1e-5)
         pair = session.predict({"signature_name": "text_pair",
@@ -215,10 +215,10 @@ def test_classifier_export_and_predict_clis(tmp_path, tokenizer):
 def test_a_too_long_sequence_or_an_unknown_id_is_one_line(pair_exports, tmp_path):
     """The export's own checks reach the user as one line: in-process (RestError) and from `predict.py`."""
     encoder = pair_exports["encoder"]
-    with predict.ServingSession(encoder) as session:
+    with rest.ServingSession(encoder) as session:
         ids = np.full((1, 4), 2, np.int32)
         ids[0, 2] = 30000  # one past the vocabulary
-        with pytest.raises(predict.RestError, match=r"^input_ids outside the vocabulary \[0, 30000\)$"):
+        with pytest.raises(rest.RestError, match=r"^input_ids outside the vocabulary \[0, 30000\)$"):
             session.run(None, {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)})
     length = 129  # max_position_embeddings of the tiny config is 128
     body = {"instances": [{"input_ids": [2] * length, "input_mask": [1] * length, "segment_ids": [0] * length}]}
