@@ -51,7 +51,7 @@ from albert_tf.errors import MissingDataError, UsageError
 
 OUTPUT_FORMATS = ("original", "huggingface", "native", "keras_hub")
 FOLDER_FORMATS = ("huggingface", "keras_hub")  # written as one folder, staged and replaced whole
-TASK_JSON = "task.json"  # what run_classifier.py leaves in its output folder: the labels of the head
+TASK_JSON = "task.json"  # what run_classifier.py / run_squad.py leave in their output folder: the task, its labels
 CONFIG_NAME = "albert_config.json"
 
 
@@ -263,9 +263,9 @@ def huggingface_tokenizer(input_checkpoint, spm_model_file=None, vocab_file=None
     return None, None
 
 
-def _task_record(input_checkpoint):
-    """(path, contents) of the `task.json` run_classifier.py leaves beside its checkpoints; contents None when
-    there is no such file (or it records no labels)."""
+def _task_json(input_checkpoint):
+    """(path, contents) of the `task.json` that run_classifier.py and run_squad.py leave beside their checkpoints;
+    contents None when there is no such file (or it is no JSON object)."""
     path = os.path.join(_input_folder(input_checkpoint), TASK_JSON)
     if not os.path.isfile(path):
         return path, None
@@ -274,9 +274,14 @@ def _task_record(input_checkpoint):
             record = json.load(f)
     except (OSError, ValueError) as err:
         raise MissingDataError(f"cannot read {path}: {err}") from None
-    if not isinstance(record, dict) or not isinstance(record.get("labels"), list):
-        return path, None
-    return path, record
+    return path, record if isinstance(record, dict) else None
+
+
+def _task_record(input_checkpoint):
+    """(path, contents) of a classifier's `task.json`; contents None when there is none (or it records no
+    labels)."""
+    path, record = _task_json(input_checkpoint)
+    return path, record if record is not None and isinstance(record.get("labels"), list) else None
 
 
 def classifier_head(input_checkpoint, num_labels=None, label_list=None):
@@ -332,8 +337,9 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
     else `vocab_file` for huggingface, else found beside the input; see `huggingface_tokenizer` and
     `keras_hub_tokenizer`), `do_lower_case` (the tokenizer's rule), and a classifier head (`num_labels`,
     huggingface's `label_list`, or the input's `task.json`: see `classifier_head`). Without a classifier the
-    model is `AlbertForPretraining`, or, when the input has no pretraining heads but the SQuAD v1.1 head,
-    `AlbertForSquad` (huggingface: `AlbertForQuestionAnswering`).
+    model is `AlbertForPretraining`, or, when the input has no pretraining heads but the SQuAD v1.1 head (by its
+    TF1 name, or run_squad.py's `task.json` beside a native checkpoint), `AlbertForSquad` (huggingface:
+    `AlbertForQuestionAnswering`).
 
     Raises `UsageError` for bad arguments or an existing output, `CheckpointError` / `ConfigError` /
     `MissingDataError` for inputs that are missing, cannot be read or do not fit the config.
@@ -430,7 +436,7 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
 
 def _load_model(config, source, num_labels, init_from_group0):
     """(model, LoadResult) of the input: `AlbertClassifier` with `num_labels`; else `AlbertForPretraining`, unless
-    the input lacks the masked-LM head and has the SQuAD v1.1 head (`cls/squad/...`), then `AlbertForSquad`."""
+    the input lacks the masked-LM head and has the SQuAD v1.1 head (`_has_squad_head`), then `AlbertForSquad`."""
     from albert_tf import checkpoints  # pylint: disable=import-outside-toplevel
     # pylint: disable-next=import-outside-toplevel
     from albert_tf.model import AlbertClassifier, AlbertForPretraining, AlbertForSquad, dummy_inputs
@@ -440,7 +446,7 @@ def _load_model(config, source, num_labels, init_from_group0):
         return model, checkpoints.load_checkpoint(model, source, init_from_group0=init_from_group0)
     model = AlbertForPretraining(config)
     result = checkpoints.load_checkpoint(model, source, init_from_group0=init_from_group0)
-    if not _lacks_mlm_head(model, result):
+    if not _lacks_mlm_head(model, result) or not _has_squad_head(source, result):
         return model, result
     squad = AlbertForSquad(config)
     squad(dummy_inputs(seq_length=4), training=False)
@@ -448,6 +454,17 @@ def _load_model(config, source, num_labels, init_from_group0):
     if not squad_result.missing:
         return squad, squad_result
     return model, result
+
+
+def _has_squad_head(source, result):
+    """Whether the input left unused by `AlbertForPretraining` holds the SQuAD v1.1 head: by its TF1 name, or, in
+    a native checkpoint (whose head key a classifier's shares), as the `task.json` of run_squad.py says."""
+    if "cls/squad/output_weights" in result.unused:
+        return True
+    if result.format != "native" or not isinstance(source, str):
+        return False
+    record = _task_json(source)[1]
+    return bool(record) and record.get("task_name") == "squad" and not record.get("version_2_with_negative")
 
 
 def _lacks_mlm_head(model, result):

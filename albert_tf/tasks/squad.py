@@ -26,6 +26,7 @@ import os
 import keras
 import tensorflow as tf
 
+from albert_tf import fileio
 from albert_tf.checkpoints import huggingface
 from albert_tf.config import AlbertConfig
 from albert_tf.data import squad
@@ -41,6 +42,8 @@ from albert_tf.train import runner
 from albert_tf.train.predict import predict_in_order
 from albert_tf.train.runner import RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
+
+TASK_JSON = "task.json"  # the head, for the converter (`python -m albert_tf.convert` of a checkpoint here)
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids", "p_mask")
 PER_POSITION = ("start_logits", "end_logits", "start_log_probs")
@@ -183,6 +186,10 @@ class SquadTask(TaskBase):
                         params.keep_checkpoint_max, params.iterations_per_loop, params.train_batch_size)
 
     def prepare(self, params, strategy, cache_dir):
+        record = os.path.join(params.output_dir, TASK_JSON)
+        if cache_dir == params.output_dir and not tf.io.gfile.exists(record):  # the chief; what the converter reads
+            fileio.write_json(record, {"task_name": "squad",
+                                       "version_2_with_negative": params.version_2_with_negative})
         if params.do_train:
             self.train = squad.build_or_load_features(
                 params.train_file, params.train_feature_file or os.path.join(cache_dir, "train.tf_record"),

@@ -346,6 +346,10 @@ def test_run_squad_exports_the_trained_v1_model(tmp_path):
     ours = _ours(squad, ids, mask, segments)
     _close(theirs.start_logits, ours["start_logits"])
     _close(theirs.end_logits, ours["end_logits"])
+    # The converter finds the head of the run's native checkpoint by the task.json run_squad.py left beside it.
+    converted = str(tmp_path / "converted")
+    convert.convert(latest_checkpoint(params.output_dir), converted, "huggingface", spm_model_file=SPM)
+    assert _architectures(converted) == ["AlbertForQuestionAnswering"]
     with pytest.raises(convert.UsageError, match="SQuAD 2.0"):
         run_squad(dataclasses.replace(params, output_dir=str(tmp_path / "v2"), version_2_with_negative=True))
     assert not (tmp_path / "v2").exists() or not os.listdir(tmp_path / "v2")
