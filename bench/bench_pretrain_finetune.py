@@ -174,7 +174,7 @@ def make_records(work_dir):
           f"{', '.join(os.path.basename(b) for b in eval_books)}")
     directory = os.path.join(work_dir, "records")
     stamp(directory, {"corpus": FLAGS.corpus, "eval_book": FLAGS.eval_book, "max_seq_length": FLAGS.max_seq_length,
-                      "dupe_factor": FLAGS.dupe_factor}, "set of records")
+                      "dupe_factor": FLAGS.dupe_factor, "global_shuffle": True}, "set of records")
     counts_path = os.path.join(directory, "counts.json")
     if os.path.exists(counts_path):
         with open(counts_path, encoding="utf-8") as f:

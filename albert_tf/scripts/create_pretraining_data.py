@@ -11,7 +11,8 @@ line with a blank line between documents. Beyond the original:
   --runner              run as an Apache Beam pipeline (DirectRunner, DataflowRunner, FlinkRunner, SparkRunner,
                         ...); Beam's own options (--direct_num_workers, --project, --temp_location, --flink_master,
                         ...) then pass through. Needs `pip install -r requirements-beam.txt`; see docs/beam.md
-  --global_shuffle      (Beam only, on by default there) shuffle the records across the whole corpus
+  --[no]global_shuffle  (on by default) spread every input shard's records over the whole output, as the
+                        original's in-memory shuffle does; off: shard after shard (docs/pretraining_data.md)
 
 The same flags and seed give byte-identical files. The algorithm, the reproducibility fix and the differences from
 the original are described in `docs/pretraining_data.md`.
@@ -74,8 +75,9 @@ flags.DEFINE_float("progress_interval", 10.0, "Seconds between progress lines (0
 flags.DEFINE_string("runner", None, "Run as an Apache Beam pipeline on this Beam runner (DirectRunner: Beam's local "
                     "Python runner; DataflowRunner, FlinkRunner, SparkRunner, PortableRunner); every flag this script "
                     "does not define is then a Beam pipeline option. Default: the local process pool. docs/beam.md.")
-flags.DEFINE_bool("global_shuffle", None, "Beam only (default on there): shuffle the records across the whole corpus "
-                  "(an extra shuffle of every record; docs/beam.md).")
+flags.DEFINE_bool("global_shuffle", True, "Spread every input shard's records over the whole output, as the "
+                  "original's in-memory shuffle does (local: the shards wait in temporary files, as much disk as the "
+                  "output; Beam: an extra shuffle of every record, docs/beam.md). Off: shard after shard.")
 
 # Beam's pipeline options of this run (the arguments this script's flags do not claim), when --runner is given.
 _PIPELINE_ARGS = []
@@ -137,13 +139,12 @@ def _beam_main(config):
         raise cli.UsageError(f"--runner needs Apache Beam ({err}); install it with "
                              "`pip install -r requirements-beam.txt` (docs/beam.md)") from None
     prefix, suffix = _beam_outputs()
-    global_shuffle = True if FLAGS.global_shuffle is None else FLAGS.global_shuffle
     logging.info("writing %s (%d files) with Beam's %s", beam.output_names(prefix, FLAGS.num_output_shards, suffix)[0],
                  FLAGS.num_output_shards, FLAGS.runner)
     return beam.create_pretraining_data_beam(
         FLAGS.input_file, prefix, spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case, config=config, shard_size_mb=FLAGS.shard_size_mb,
-        num_output_shards=FLAGS.num_output_shards, file_name_suffix=suffix, global_shuffle=global_shuffle,
+        num_output_shards=FLAGS.num_output_shards, file_name_suffix=suffix, global_shuffle=FLAGS.global_shuffle,
         pipeline_args=_PIPELINE_ARGS, input_what="--input_file",
         output_what="--output_dir" if FLAGS.output_dir else "--output_file")
 
@@ -168,15 +169,13 @@ def main(argv):
         for line in stats.summary().splitlines():
             logging.info("%s", line)
         return 0
-    if FLAGS.global_shuffle:
-        raise cli.UsageError("--global_shuffle needs --runner (a Beam pipeline); the local tool shuffles within "
-                             "each input shard")
     output_files = _output_files()
     logging.info("writing %s", ", ".join(output_files))
     stats = pretraining.create_pretraining_data(
         FLAGS.input_file, output_files, spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case, config=config, num_workers=FLAGS.num_workers,
-        shard_size_mb=FLAGS.shard_size_mb, progress=ProgressLog(FLAGS.progress_interval), input_what="--input_file",
+        shard_size_mb=FLAGS.shard_size_mb, global_shuffle=FLAGS.global_shuffle,
+        progress=ProgressLog(FLAGS.progress_interval), input_what="--input_file",
         output_what="--output_dir shard" if FLAGS.output_dir else "--output_file")
     for line in stats.summary().splitlines():
         logging.info("%s", line)

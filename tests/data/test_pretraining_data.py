@@ -290,6 +290,33 @@ def test_byte_identical_across_worker_counts(tmp_path):
         assert first == f2.read() and first != f3.read()
 
 
+def test_global_shuffle_spreads_every_shard_over_the_output(tmp_path):
+    """With the global shuffle (the default) consecutive records come from shards as in a random order; without
+    it the output holds the shards one after the other. The records themselves are the same."""
+    inputs = corpus_files()[:4]
+    shuffled, stats = run(tmp_path, "shuffled.tfrecord", inputs=inputs, shard_size_mb=0.03)
+    in_order, _ = run(tmp_path, "in_order.tfrecord", inputs=inputs, shard_size_mb=0.03, global_shuffle=False)
+    tables = pdata.TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
+    config = pdata.PretrainingConfig(dupe_factor=1, max_seq_length=128)
+    shard_of = {}
+    for shard in pdata.plan_shards(inputs, 0.03):
+        for record in pdata.shard_records(shard, config, tables):
+            shard_of[record] = shard.index
+    records = {name: [r.numpy() for r in tf.data.TFRecordDataset(path)]
+               for name, path in (("shuffled", shuffled[0]), ("in_order", in_order[0]))}
+    assert collections.Counter(records["shuffled"]) == collections.Counter(records["in_order"])
+    assert len(records["shuffled"]) == stats.instances == len(shard_of)
+
+    def switches(recs):
+        labels = [shard_of[r] for r in recs]
+        return sum(a != b for a, b in zip(labels, labels[1:]))
+
+    assert switches(records["in_order"]) == stats.shards - 1
+    shares = np.bincount([shard_of[r] for r in records["shuffled"]]) / len(records["shuffled"])
+    expected = (1 - (shares ** 2).sum()) * (len(records["shuffled"]) - 1)  # a random order's switches
+    assert switches(records["shuffled"]) > 0.9 * expected
+
+
 def test_randbelow_draws_what_randint_draws():
     """The fast draw consumes the generator exactly as `randint(0, n - 1)` does (the output bytes rely on it)."""
     ours, theirs = random.Random(3), random.Random(3)

@@ -36,7 +36,7 @@ from apache_beam.runners.runner import PipelineState
 from albert_tf import fileio
 from albert_tf.data.pretraining.build import shard_records
 from albert_tf.data.pretraining.config import PretrainingConfig, PretrainingDataError, Stats
-from albert_tf.data.pretraining.instances import derive_seed
+from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, derive_seed
 from albert_tf.data.pretraining.shards import (DEFAULT_SHARD_SIZE_MB, InputShard, expand_input_patterns, file_cuts,
                                                shard_bytes_of, use_remote_io)
 from albert_tf.data.pretraining.tokens import TokenTables
@@ -45,8 +45,6 @@ from albert_tf.text import tokenization
 
 logger = logging.getLogger(__name__)
 
-# Seed stream of the global shuffle's keys (the other streams are in `instances`).
-STREAM_GLOBAL_SHUFFLE = 3
 # Records per global-shuffle bucket (about; from an estimate of the run's records). A bucket is held in one
 # worker's memory while it is sorted by its random keys: 50k records of max_seq_length 512 are about 150 MB.
 SHUFFLE_BUCKET_RECORDS = 50_000

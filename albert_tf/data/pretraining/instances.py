@@ -10,8 +10,9 @@ def derive_seed(*parts):
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
-# Stream tags mixed into the seeds, so the per-shard order, buffer and per-document streams are independent.
-STREAM_DOCUMENT, STREAM_ORDER, STREAM_BUFFER = 0, 1, 2
+# Stream tags mixed into the seeds, so the per-shard order, buffer and per-document streams, Beam's global-shuffle
+# keys and the local global shuffle's interleaving are independent.
+STREAM_DOCUMENT, STREAM_ORDER, STREAM_BUFFER, STREAM_GLOBAL_SHUFFLE, STREAM_INTERLEAVE = 0, 1, 2, 3, 4
 
 
 def randbelow(rng, n):

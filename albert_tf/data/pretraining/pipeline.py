@@ -9,10 +9,13 @@ import signal
 import tempfile
 import time
 
+import numpy as np
+
 from albert_tf import fileio
 from albert_tf.data import tfrecord_writer
 from albert_tf.data.pretraining.build import shard_records
 from albert_tf.data.pretraining.config import PretrainingConfig, PretrainingDataError, Stats
+from albert_tf.data.pretraining.instances import STREAM_INTERLEAVE, derive_seed
 from albert_tf.data.pretraining.shards import DEFAULT_SHARD_SIZE_MB, expand_input_patterns, plan_shards
 from albert_tf.data.pretraining.tokens import TokenTables
 from albert_tf.data.pretraining.writers import AtomicRecordWriters
@@ -35,6 +38,8 @@ class Progress:
 
 
 _WORKER = {}
+# Shard files the global shuffle reads at once (one open file each).
+MAX_SHUFFLED_SHARDS = 16384
 # What stops a run. The scripts turn SIGTERM into KeyboardInterrupt in the parent (`albert_tf.cli`); a worker must
 # not inherit that: the pool's `terminate()` stops workers with SIGTERM, which must end them quietly (not with a
 # KeyboardInterrupt traceback each), and Ctrl-C is for the parent, which then stops the pool. The signals are
@@ -126,8 +131,8 @@ class _Run:
 
 
 def create_pretraining_data(input_files, output_files, *, spm_model_file=None, vocab_file=None, do_lower_case=True,
-                            config=None, num_workers=1, shard_size_mb=DEFAULT_SHARD_SIZE_MB, progress=None,
-                            progress_every=2048, input_what="file", output_what="output"):
+                            config=None, num_workers=1, shard_size_mb=DEFAULT_SHARD_SIZE_MB, global_shuffle=True,
+                            progress=None, progress_every=2048, input_what="file", output_what="output"):
     """Turns text files into pretraining TFRecords; returns the run's `Stats`.
 
     Args:
@@ -138,6 +143,11 @@ def create_pretraining_data(input_files, output_files, *, spm_model_file=None, v
       num_workers: processes that build records (0 or None: one per CPU). The output does not depend on it.
       shard_size_mb: size of the input shards (docs/pretraining_data.md, "Bounded memory"); part of what
         determines the output.
+      global_shuffle: spread every shard's records over the whole output (a seeded random interleaving of the
+        shards' records, each shard keeping its own shuffled order), as the original's global shuffle does; the
+        shards' records wait in temporary files (as much disk as the output) until the last shard is done.
+        False: shard after shard, so a stretch of an output file holds one shard's text (about `shard_size_mb`)
+        with all its `dupe_factor` copies. One shard: no difference.
       progress: optional callable taking a `Progress`, called after every shard and every `progress_every` records.
       input_what, output_what: how messages name the inputs and outputs (the scripts: their flags, e.g.
         "--input_file" and "--output_file").
@@ -170,9 +180,14 @@ def create_pretraining_data(input_files, output_files, *, spm_model_file=None, v
     if num_workers > 1 and any(fileio.is_remote(f) for f in files):
         logger.warning("remote input files are read in a single process")
         num_workers = 1
+    interleave = global_shuffle and len(shards) > 1
+    if interleave and len(shards) > MAX_SHUFFLED_SHARDS:
+        raise PretrainingDataError(
+            f"the global shuffle reads at most {MAX_SHUFFLED_SHARDS} shards at once, this input has {len(shards)}: "
+            f"raise --shard_size_mb, turn it off (--noglobal_shuffle) or run on Beam (--runner)")
     run = _Run(shards, config, progress, progress_every)
     with AtomicRecordWriters(output_files, output_what) as writers:
-        if num_workers == 1:
+        if num_workers == 1 and not interleave:
             for shard in shards:
                 run.current = Stats(ngram_drawn=[0] * config.ngram, ngram_accepted=[0] * config.ngram)
                 for record in shard_records(shard, config, tables, run.current):
@@ -180,7 +195,7 @@ def create_pretraining_data(input_files, output_files, *, spm_model_file=None, v
                     run.records_written()
                 run.shard_done(shard, run.current)
         else:
-            _run_pool(run, writers, tables, tokenizer_args, config, num_workers)
+            _run_pool(run, writers, tables, tokenizer_args, config, num_workers, interleave)
         if run.stats.instances == 0:
             raise PretrainingDataError(
                 f"no training instances were created from {len(files)} input file(s) "
@@ -192,9 +207,10 @@ def create_pretraining_data(input_files, output_files, *, spm_model_file=None, v
     return stats
 
 
-def _run_pool(run, writers, tables, tokenizer_args, config, num_workers):
-    """Shards in worker processes, each to temporary files of framed records; appended to `writers` in shard
-    order (the parent copies bytes: the workers build, serialize and checksum the records)."""
+def _run_pool(run, writers, tables, tokenizer_args, config, num_workers, interleave):
+    """Shards in worker processes (in this one for `num_workers` 1), each to a temporary file of framed records;
+    appended to `writers` in shard order as they come, or, with `interleave`, kept until the last one is done and
+    then interleaved (`_interleave`). The parent copies bytes: the workers build, serialize and checksum."""
     import multiprocessing  # pylint: disable=import-outside-toplevel
 
     first = writers.paths[0]
@@ -212,18 +228,31 @@ def _run_pool(run, writers, tables, tokenizer_args, config, num_workers):
     _WORKER["tokenizer_args"] = tokenizer_args
     pool = None
     try:
-        mask = _block_stop_signals()
-        try:
-            pool = context.Pool(num_workers, initializer=_worker_init, initargs=(tokenizer_args, config, temp_dir))
-        finally:
-            _restore_signals(mask)
-        for shard, (path, count, shard_stats) in zip(run.shards, pool.imap(_worker_run, run.shards, chunksize=1)):
-            writers.append_framed(path, count)
-            os.remove(path)
+        if num_workers == 1:
+            _WORKER.update(config=config, temp_dir=temp_dir)
+            results = map(_worker_run, run.shards)
+        else:
+            mask = _block_stop_signals()
+            try:
+                pool = context.Pool(num_workers, initializer=_worker_init,
+                                    initargs=(tokenizer_args, config, temp_dir))
+            finally:
+                _restore_signals(mask)
+            results = pool.imap(_worker_run, run.shards, chunksize=1)
+        done = []
+        for shard, (path, count, shard_stats) in zip(run.shards, results):
+            if interleave:
+                done.append((path, count))
+            else:
+                writers.append_framed(path, count)
+                os.remove(path)
             run.records_written(count)
             run.shard_done(shard, shard_stats)
-        pool.close()
-        pool.join()
+        if pool is not None:
+            pool.close()
+            pool.join()
+        if interleave:
+            _interleave(done, config.random_seed, writers)
     except BaseException as err:
         if pool is not None:
             pool.terminate()
@@ -234,3 +263,15 @@ def _run_pool(run, writers, tables, tokenizer_args, config, num_workers):
     finally:
         _WORKER.clear()
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _interleave(shard_files, seed, writers):
+    """Writes the records of `shard_files` ([(path, records)]) to `writers` in a seeded random interleaving: a
+    uniformly random order of the shards' draws, each shard's records taken in their own (shuffled) order, so any
+    stretch of the output samples the whole corpus. The order depends on the seed and the shards only."""
+    logger.info("interleaving the records of %d shards (global shuffle)", len(shard_files))
+    draws = np.repeat(np.arange(len(shard_files), dtype=np.int32), [count for _, count in shard_files])
+    draws = np.random.default_rng(derive_seed(seed, STREAM_INTERLEAVE)).permutation(draws)
+    readers = [tfrecord_writer.read_frames(path) for path, _ in shard_files]
+    for index in draws.tolist():
+        writers.write_frame(next(readers[index]))

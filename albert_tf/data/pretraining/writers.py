@@ -167,6 +167,13 @@ class AtomicRecordWriters:
         self.counts[self._next] += 1
         self._next = (self._next + 1) % len(self._writers)
 
+    def write_frame(self, frame):
+        """Writes one TFRecord frame (header, record, checksum) as `write` would write its record."""
+        with self.writing(self.paths[self._next]):
+            self._writers[self._next].write_frame(frame)
+        self.counts[self._next] += 1
+        self._next = (self._next + 1) % len(self._writers)
+
     def append_framed(self, path, count):
         """Appends the `count` records of a TFRecord file (a worker's), round-robin as `write` would: with one
         output the file is copied whole; with several, frame by frame (their checksums are not recomputed)."""
