@@ -9,7 +9,7 @@ import keras
 from keras import ops
 
 from albert_tf.config import AlbertConfig
-from albert_tf.model.layers import AlbertEncoder, FactorizedEmbedding, truncated_normal
+from albert_tf.model.layers import FactorizedEmbedding, SharedTransformerStack, truncated_normal
 
 
 def as_config(config):
@@ -22,7 +22,7 @@ def as_config(config):
 
 def set_remat(model, enabled=True):
     """Makes the encoder of `model` (an `AlbertModel` or any model holding one under `albert`) recompute each
-    Transformer block's activations in the backward pass (`AlbertEncoder.remat`; the scripts' `--remat`).
+    Transformer block's activations in the backward pass (`SharedTransformerStack.remat`; the scripts' `--remat`).
 
     A run-time choice, not part of the model: it changes memory and time, never a value, so it is set on a
     built model (before its train step is traced) rather than stored in the config.
@@ -67,7 +67,7 @@ class AlbertModel(keras.Model):
             c.vocab_size, c.embedding_size, c.hidden_size, c.max_position_embeddings, c.type_vocab_size,
             dropout=c.hidden_dropout_prob, initializer_range=c.initializer_range, dtype=self.dtype_policy,
             name="embeddings")
-        self.encoder = AlbertEncoder(
+        self.encoder = SharedTransformerStack(
             c.num_hidden_layers, c.num_hidden_groups, c.inner_group_num, c.num_attention_heads,
             c.intermediate_size, hidden_act=c.hidden_act, hidden_dropout_prob=c.hidden_dropout_prob,
             attention_probs_dropout_prob=c.attention_probs_dropout_prob, initializer_range=c.initializer_range,

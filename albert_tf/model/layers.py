@@ -135,12 +135,12 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
     them. LayerNorm is one op (`normalization.layer_norm`). The attention softmax runs in float32 under mixed
     precision.
     The matmuls read their operands from `matmul_weights()`, which an encoder at inference computes once for
-    every layer the block runs (`AlbertEncoder`).
+    every layer the block runs (`SharedTransformerStack`).
 
     ALBERT has separate `attention_probs_dropout_prob` and `hidden_dropout_prob` where keras-hub has one rate,
     so the attention-probability rate is set on the attention layer after the parent builds it. Dropout
     masks come from explicit seeds drawn from the three Dropout layers' seed generators
-    (`draw_dropout_seeds`), so a recomputation of the block in the backward pass (`AlbertEncoder(remat=True)`)
+    (`draw_dropout_seeds`), so a recomputation of the block in the backward pass (`SharedTransformerStack(remat=True)`)
     draws exactly the masks of the forward pass.
 
     Weight layout (kernels of the attention projections are [H, heads, head_size], the output one
@@ -185,7 +185,7 @@ class AlbertTransformerBlock(keras_hub.layers.TransformerEncoder):
         compute dtype, the attention kernels as [H, H], the query's pair scaled by 1/sqrt(head_size) when
         `fold_scale`.
 
-        They are the same for every layer that shares the block, so at inference `AlbertEncoder` computes them
+        They are the same for every layer that shares the block, so at inference `SharedTransformerStack` computes them
         once per forward pass instead of once per layer (under mixed precision a cast of every kernel per
         layer). In training each layer computes its own, so that each layer's weight gradient passes through its
         own cast and is summed over the layers in float32.
@@ -313,8 +313,8 @@ def _dropout(x, rate, seeds, index, rows=None, positions=None, full_rows=None):
     return x * mask
 
 
-@keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertEncoder(keras.layers.Layer):
+@keras.saving.register_keras_serializable(package="albert_tf", name="AlbertEncoder")
+class SharedTransformerStack(keras.layers.Layer):
     """`num_hidden_layers` layers computed by `num_hidden_groups` groups of `inner_group_num` shared blocks.
 
     Layer l (0-based) runs every block of group `config.layer_group(l, ...)`, in order, as the original does
@@ -426,6 +426,11 @@ def _recomputed(block, hidden_states, bias, seeds):
         return block.forward(x, b, tuple(s) or None)
 
     return tf.recompute_grad(run)(*tensors)
+
+
+# The stack's earlier name (and still its registered Keras name, so saved `.keras` files load). Model Garden's
+# `AlbertEncoder` is the whole network, which is `albert_tf.model.AlbertModel` here.
+AlbertEncoder = SharedTransformerStack
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

@@ -6,7 +6,7 @@ import pytest
 
 from albert_tf.config import AlbertConfig, layer_group
 from albert_tf.model import AlbertModel, dummy_inputs
-from albert_tf.model.layers import AlbertEncoder
+from albert_tf.model.layers import SharedTransformerStack
 
 
 def _original_table(layers, groups):
@@ -28,7 +28,7 @@ def _hugging_face_table(layers, groups):
 def test_layer_to_group_table_is_the_originals(layers, groups):
     expected = _original_table(layers, groups)
     assert [layer_group(l, layers, groups) for l in range(layers)] == expected
-    encoder = AlbertEncoder(layers, groups, 1, 2, 8)
+    encoder = SharedTransformerStack(layers, groups, 1, 2, 8)
     assert [encoder.group_of_layer(l) for l in range(layers)] == expected
     # Only the groups some layer runs have blocks.
     assert [len(g) for g in encoder.groups] == [int(g in expected) for g in range(groups)]

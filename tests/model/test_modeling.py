@@ -12,10 +12,10 @@ from albert_tf.checkpoints import load_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
 from albert_tf.model.layers import (
-    AlbertEncoder,
     AlbertTransformerBlock,
     FactorizedEmbedding,
     MaskedLMHead,
+    SharedTransformerStack,
     gelu_erf,
     gelu_tanh,
 )
@@ -160,13 +160,13 @@ def test_weights_do_not_grow_with_depth():
 
 @pytest.mark.parametrize("layers,groups", [(4, 2), (6, 3), (6, 2), (12, 4), (3, 3), (5, 1)])
 def test_group_selection_rule(layers, groups):
-    encoder = AlbertEncoder(layers, groups, 1, 2, 8)
+    encoder = SharedTransformerStack(layers, groups, 1, 2, 8)
     assert [encoder.group_of_layer(l) for l in range(layers)] == [int(l * groups / layers) for l in range(layers)]
 
 
 def test_encoder_runs_each_layers_group_blocks_in_order():
     layers, groups, inner = 6, 3, 2
-    encoder = AlbertEncoder(layers, groups, inner, 2, 16, hidden_act="gelu")
+    encoder = SharedTransformerStack(layers, groups, inner, 2, 16, hidden_act="gelu")
     x = np.random.RandomState(0).normal(size=(2, 5, 8)).astype("float32")
     mask = np.array([[1] * 5, [1, 1, 1, 0, 0]], bool)
     outputs = encoder(x, padding_mask=mask)
@@ -218,7 +218,7 @@ def test_layers_get_config_round_trip():
     assert clone._self_attention_layer._dropout_layer.rate == 0.2  # pylint: disable=protected-access
     assert clone.dropout == 0.1 and clone.activation is gelu_tanh
 
-    encoder = AlbertEncoder(4, 2, 2, 2, 32, hidden_act="gelu_exact", hidden_dropout_prob=0.1,
+    encoder = SharedTransformerStack(4, 2, 2, 2, 32, hidden_act="gelu_exact", hidden_dropout_prob=0.1,
                             attention_probs_dropout_prob=0.1)
     encoder(hidden, padding_mask=mask)
     _randomize(encoder)
@@ -449,3 +449,9 @@ def test_shared_block_weights_are_cast_once_per_forward_at_inference(policy, hid
             np.testing.assert_allclose(_array(inference[key]), _array(training[key]), rtol=0, atol=0.05,
                                        err_msg=key)
             assert np.abs(_array(inference[key]) - _array(training[key])).max() > 0  # not the bit-identical case
+
+
+def test_stack_keeps_its_registered_keras_name():
+    """The stack was `AlbertEncoder`: `.keras` files saved then name it so, and must still load."""
+    assert keras.saving.get_registered_name(SharedTransformerStack) == "albert_tf>AlbertEncoder"
+    assert keras.saving.get_registered_object("albert_tf>AlbertEncoder") is SharedTransformerStack

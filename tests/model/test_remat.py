@@ -1,5 +1,5 @@
-"""`AlbertEncoder(remat=True)` (the scripts' `--remat`): blocks recomputed in the backward pass, same gradients,
-same dropout masks."""
+"""`SharedTransformerStack(remat=True)` (the scripts' `--remat`): blocks recomputed in the backward pass, same
+gradients, same dropout masks."""
 
 import numpy as np
 import pytest
