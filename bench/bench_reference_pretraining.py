@@ -31,7 +31,7 @@ What is checked (and printed, and stored with every figure in `bench/results/ref
    which records come first and the shuffle), at every evaluation after step 0.
 
 The plot `bench/figures/reference_pretraining.png` shows both sides' training loss per step and the held-out
-losses. Default run (about 10-20 minutes on 2 shared cores): tiny config (`data/albert_config_tiny.json`, dropout
+losses. Default run (17 minutes on 2 shared cores): tiny config (`data/albert_config_tiny.json`, dropout
 0), sequence 64, 20 predictions, batch 16, 300 steps of AdamW (lr 1e-3, 30 warm-up steps), evaluation every 50
 steps on a held-out book, seeds 1,2,3, plus 50 steps of LAMB:
 
@@ -39,9 +39,10 @@ steps on a held-out book, seeds 1,2,3, plus 50 steps of LAMB:
   python bench/bench_reference_pretraining.py
 
 Shorter runs: `--num_train_steps=60 --eval_every=20 --compare_steps=20 --seeds=1,2` (a few minutes), or
-`--nolamb`; `--max_seq_length=32 --num_train_steps=6 --eval_every=3 --compare_steps=6 --seeds=1` is the test's
-toy run. `--input_file` / `--eval_input_file` use your records instead of building them from `data/corpus/`
-(their lengths must be the flags'). `--output_json` / `--output_figure` write elsewhere (the test does).
+`--nolamb`; `--max_seq_length=32 --num_train_steps=4 --num_warmup_steps=2 --eval_every=4 --compare_steps=4
+--seeds=1 --nolamb` is the test's toy run. `--input_file` / `--eval_input_file` use your records instead of
+building them from `data/corpus/` (their lengths must be the flags'). `--output_json` / `--output_figure` write
+elsewhere (the test does).
 """
 
 import glob
