@@ -196,9 +196,10 @@ def pretraining_dataset(file_patterns, max_seq_length, max_predictions_per_seq, 
     deterministic = seed is not None
     file_names = tf.constant(files)
     # Every iterator over the returned dataset must yield the same batches (Keras and tf.distribute may open
-    # extra iterators; resuming skips the batches already seen), so shuffles never depend on iterator count or
-    # TF's global seed: pass n over the files is a stateless shuffle keyed by (seed, n), and the record buffer
-    # is not reshuffled.
+    # extra iterators; resuming skips the batches already seen), so shuffles never depend on iterator count:
+    # pass n over the files is a stateless shuffle keyed by (seed, n), and the record buffer is not reshuffled.
+    # The record buffer's shuffle, like every seeded tf.data op, also mixes in TF's global seed, which the
+    # runner sets to the same `random_seed`: to reproduce a run's batches outside it, set that seed too.
     if seed is None:
         dataset = tf.data.Dataset.from_tensor_slices(file_names).shuffle(len(files), reshuffle_each_iteration=True)
         dataset = dataset.repeat()
