@@ -1,5 +1,6 @@
-"""What every script shares: the original's TPU flags and this project's runtime flags, the one mapping from
-flags to a params dataclass, and the one way errors reach the user.
+"""What every script shares: the original's TPU flags and this project's runtime flags, the flags generated from a
+params dataclass's `albert_tf.settings` fields and the one mapping back from flags to params, and the one way
+errors reach the user.
 
 `run(main)` runs a script's `main` under absl: a flag absl cannot parse (a malformed number or bool, an unknown
 flag, a value outside an enum's choices) and a `UsageError` (a flag missing, contradicting another, not fitting
@@ -19,6 +20,7 @@ import sys
 from absl import app, flags, logging
 
 from albert_tf.errors import AlbertError, MissingDataError, UsageError
+from albert_tf.settings import flag_specs
 
 
 def define_tpu_flags():
@@ -48,24 +50,46 @@ def define_runtime_flags():
     flags.DEFINE_integer("log_every", 100, "Log the training metrics every this many steps (0: quiet).")
 
 
-def params_from_flags(params_cls, flag_values=None, defaults=None, **values):
-    """`params_cls(**values)` with every other field taken from the flag of the same name.
+_DEFINE = {"bool": flags.DEFINE_bool, "integer": flags.DEFINE_integer, "float": flags.DEFINE_float,
+           "string": flags.DEFINE_string, "list": flags.DEFINE_list}
 
-    `defaults` (a dict) replaces the default of flags the user did not set (an embedded demo's settings).
-    """
-    flag_values = flag_values or flags.FLAGS
-    defaults = defaults or {}
-    for field in dataclasses.fields(params_cls):
-        if field.name in values or field.name not in flag_values:
+
+def define_flags(params_cls, flag_values=None, only=None, exclude=()):
+    """Defines an absl flag for every `albert_tf.settings.setting` field of `params_cls` (those named in `only`
+    when given, less those in `exclude`), as if the calling module had defined it, so that `--help` lists it
+    among the script's own flags."""
+    flag_values = flags.FLAGS if flag_values is None else flag_values  # an empty FlagValues is falsy
+    module_name = sys._getframe(1).f_globals["__name__"]  # pylint: disable=protected-access
+    for name, spec in flag_specs(params_cls).items():
+        if (only is not None and name not in only) or name in exclude:
             continue
-        flag = flag_values[field.name]
-        values[field.name] = defaults[field.name] if field.name in defaults and not flag.present else flag.value
+        if spec.kind == "enum":
+            flags.DEFINE_enum(spec.name, spec.default, list(spec.choices), spec.help, flag_values=flag_values,
+                              module_name=module_name)
+        else:
+            _DEFINE[spec.kind](spec.name, spec.default, spec.help, flag_values=flag_values, module_name=module_name)
+
+
+def params_from_flags(params_cls, flag_values=None, defaults=None, **values):
+    """`params_cls(**values)` with every other field taken from its flag: the one its `setting` names, else the
+    flag of the field's name.
+
+    `defaults` (a dict by flag name) replaces the default of flags the user did not set (an embedded demo's
+    settings).
+    """
+    flag_values = flags.FLAGS if flag_values is None else flag_values
+    specs = flag_specs(params_cls)
+    for field in dataclasses.fields(params_cls):
+        name = specs[field.name].name if field.name in specs else field.name
+        if field.name in values or name not in flag_values:
+            continue
+        values[field.name] = flag_value(name, defaults, flag_values)
     return params_cls(**values)
 
 
 def flag_value(name, defaults=None, flag_values=None):
     """A flag's value, or the `defaults` entry when the user did not set it."""
-    flag = (flag_values or flags.FLAGS)[name]
+    flag = (flags.FLAGS if flag_values is None else flag_values)[name]
     if defaults and name in defaults and not flag.present:
         return defaults[name]
     return flag.value

@@ -1,7 +1,6 @@
 """What many test files need: the repository's paths, tiny configs, subprocess environments, running a script,
 and reading the weights of a checkpoint."""
 
-import ast
 import collections
 import contextlib
 import hashlib
@@ -21,7 +20,6 @@ SAMPLE_GLUE = os.path.join(DATA_DIR, "glue")
 SAMPLE_RACE = os.path.join(DATA_DIR, "race")
 SQUAD_V1 = os.path.join(DATA_DIR, "squad", "dev-v1.1-sample.json")
 SQUAD_V2 = os.path.join(DATA_DIR, "squad", "dev-v2.0-small.json")
-SCRIPTS_DIR = os.path.join(REPO, "albert_tf", "scripts")
 
 TINY = {"vocab_size": 30000, "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 2,
         "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 128}
@@ -140,73 +138,6 @@ def tmpfs(path, size="1m", read_only=False):
 
 def log_tail(result, chars=4000):
     return (result.stdout + result.stderr)[-chars:]
-
-
-FlagDefinition = collections.namedtuple("FlagDefinition", ["kind", "default", "help", "enum_values"])
-
-
-def _literal(node):
-    """A flag argument's value: a literal, `float("nan")`-style calls, else the source text (an expression such
-    as `pretraining_data.DEFAULT_SHARD_SIZE_MB` or an f-string, which only a running script can evaluate)."""
-    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "float" and len(node.args) == 1:
-        return float(ast.literal_eval(node.args[0]))
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        return ast.unparse(node)
-
-
-def flag_definitions(path):
-    """{name: FlagDefinition(kind, default, help, enum_values)} of the `flags.DEFINE_<kind>("name", default,
-    ...)` calls in a source file, read without importing it (absl flags are global to a process). Float defaults
-    are floats (as absl parses them)."""
-    found = {}
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr.startswith("DEFINE_") and len(node.args) >= 2:
-            kind = node.func.attr[len("DEFINE_"):]
-            args = [_literal(a) for a in node.args]
-            keywords = {k.arg: _literal(k.value) for k in node.keywords}
-            enum_values = args[2] if kind == "enum" else None
-            rest = args[3:] if kind == "enum" else args[2:]
-            default = args[1]
-            if kind == "float" and isinstance(default, int):
-                default = float(default)
-            found[args[0]] = FlagDefinition(kind, default, keywords.get("help", rest[0] if rest else None),
-                                            enum_values)
-    return found
-
-
-def defined_flags(path):
-    """{name: default} of the flags a source file defines (see `flag_definitions`)."""
-    return {name: d.default for name, d in flag_definitions(path).items()}
-
-
-SHARED_FLAG_GROUPS = {
-    "define_tpu_flags()": ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores"),
-    "define_runtime_flags()": ("strategy", "mixed_precision", "jit_compile", "remat", "log_every"),
-    "define_hub_module_flag()": ("albert_hub_module_handle",)}
-
-
-def script_flag_definitions(name):
-    """The `FlagDefinition`s of a script in albert_tf/scripts, with the shared ones of `albert_tf/cli.py` it
-    calls in."""
-    path = os.path.join(SCRIPTS_DIR, name)
-    flags = flag_definitions(path)
-    with open(path, encoding="utf-8") as f:
-        source = f.read()
-    shared = flag_definitions(os.path.join(REPO, "albert_tf", "cli.py"))
-    for call, names in SHARED_FLAG_GROUPS.items():
-        if call in source:
-            flags.update({n: shared[n] for n in names})
-    return flags
-
-
-def script_flags(name):
-    """The flags (and defaults) a script defines, with the shared ones of `albert_tf/cli.py` it calls in."""
-    return {flag: d.default for flag, d in script_flag_definitions(name).items()}
 
 
 def checkpoint_weights(prefix, startswith="model/"):

@@ -16,52 +16,13 @@ import time
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.tasks.pretraining import PretrainingParams, PretrainingTask
 
 # The checkout this module is in: the demo uses its data/ folder and writes under its runs/ folder.
 HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(HERE, "data")
 
-flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the model to train.")
-flags.DEFINE_string("input_file", None, "Input TFRecord files: comma-separated globs. Without it: the demo.")
-flags.DEFINE_string("eval_input_file", None, "TFRecords to evaluate on (default: --input_file, as the original).")
-flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and eval_results.txt are written.")
-flags.DEFINE_string("init_checkpoint", None, "Initial weights: an original TF1, Hugging Face, keras-hub or "
-                                             "albert_tf checkpoint.")
-flags.DEFINE_integer("max_seq_length", 512, "Sequence length of the records.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence in the records.")
-flags.DEFINE_bool("do_train", True, "Whether to run training.")
-flags.DEFINE_bool("do_eval", False, "Whether to run eval on the eval input.")
-flags.DEFINE_integer("train_batch_size", 4096, "Global batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 64, "Global batch size for eval.")
-flags.DEFINE_enum("optimizer", "lamb", ["adamw", "lamb"], "The optimizer for training.")
-flags.DEFINE_float("learning_rate", 0.00176, "The initial learning rate.")
-flags.DEFINE_float("poly_power", 1.0, "The power of the polynomial decay.")
-flags.DEFINE_integer("num_train_steps", 125000, "Number of training steps.")
-flags.DEFINE_integer("num_warmup_steps", 3125, "Number of warmup steps.")
-flags.DEFINE_integer("start_warmup_step", 0, "The step at which warmup starts.")
-flags.DEFINE_integer("save_checkpoints_steps", 5000, "How often to save a checkpoint.")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.")
-flags.DEFINE_integer("iterations_per_loop", 1000, "Steps run per call into the device (Keras steps_per_execution).")
-flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
-flags.DEFINE_bool("init_from_group0", False, "Initialise every group from group_0 of --init_checkpoint.")
-flags.DEFINE_float("masked_lm_budget", 0.0, "Online masking: with a value in (0, 1], the records' stored masks "
-                                            "are ignored and new n-gram masks are drawn in the input pipeline on "
-                                            "every pass, masking this fraction of each sequence's tokens (as "
-                                            "create_pretraining_data's --masked_lm_prob; at most "
-                                            "--max_predictions_per_seq). Needs --spm_model_file or --vocab_file. "
-                                            "0: the stored masks. Evaluation always uses the stored masks.")
-# Online masking only, with create_pretraining_data.py's names and defaults.
-flags.DEFINE_integer("ngram", 3, "Online masking: maximum n-gram length (in words) to mask.")
-flags.DEFINE_bool("favor_shorter_ngram", True, "Online masking: p(n) proportional to 1/n (else reversed).")
-flags.DEFINE_bool("do_whole_word_mask", True, "Online masking: mask whole words (from the records' token_boundary) "
-                                              "rather than single pieces.")
-flags.DEFINE_string("export_dir", None, "Where to write the SavedModel at the end, as <export_dir>/<global_step>/ "
-                                        "(default after training: <output_dir>/saved_model).")
-flags.DEFINE_string("spm_model_file", None, "SentencePiece model, attached to the export (tokenization_info); "
-                                            "online masking takes its [MASK] id and vocabulary.")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary, attached to the export (and used by online "
-                                        "masking) when no spm model.")
-flags.DEFINE_bool("do_lower_case", True, "Recorded in the export's tokenization_info.")
+cli.define_flags(PretrainingParams)
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, of the input order and of online masks.")
 flags.DEFINE_integer("num_workers", 2, "Demo only: processes that build the demo's pretraining records.")
 cli.define_tpu_flags()
@@ -113,7 +74,6 @@ def main(argv):
     # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig
     from albert_tf.errors import UsageError
-    from albert_tf.tasks.pretraining import PretrainingParams, PretrainingTask
     from albert_tf.train import runner
 
     demo = not FLAGS.input_file

@@ -21,6 +21,7 @@ from albert_tf.data import masking, records
 from albert_tf.errors import DataError, UsageError
 from albert_tf.model import AlbertForPretraining, dummy_inputs, set_heads_only
 from albert_tf.serving.encoder import export_encoder
+from albert_tf.settings import setting
 from albert_tf.tasks.base import TaskBase, check_vocab_size
 from albert_tf.text.tokenization import FullTokenizer, TokenizerError
 from albert_tf.train import runner
@@ -35,39 +36,52 @@ class AlbertPretrainer(TrainStep, AlbertForPretraining):
 
 @dataclasses.dataclass(kw_only=True)
 class PretrainingParams(RuntimeParams):
-    """Everything a pretraining run needs; field names and defaults are `run_pretraining.py`'s flags (the
-    original's, plus this project's)."""
+    """Everything a pretraining run needs; each `setting` is also `run_pretraining.py`'s flag of the same name and
+    default (the original's, plus this project's), with its help text."""
 
-    albert_config: AlbertConfig
-    input_file: str
-    output_dir: str
-    eval_input_file: str = None
-    init_checkpoint: str = None
-    max_seq_length: int = 512
-    max_predictions_per_seq: int = 20
-    do_train: bool = True
-    do_eval: bool = False
-    train_batch_size: int = 4096
-    eval_batch_size: int = 64
-    optimizer: str = "lamb"
-    learning_rate: float = 0.00176
-    poly_power: float = 1.0
-    num_train_steps: int = 125000
-    num_warmup_steps: int = 3125
-    start_warmup_step: int = 0
-    save_checkpoints_steps: int = 5000
-    keep_checkpoint_max: int = 5
-    iterations_per_loop: int = 1000
-    max_eval_steps: int = 100
-    init_from_group0: bool = False
-    masked_lm_budget: float = 0.0
-    ngram: int = 3
-    favor_shorter_ngram: bool = True
-    do_whole_word_mask: bool = True
-    export_dir: str = None
-    spm_model_file: str = None
-    vocab_file: str = None
-    do_lower_case: bool = True
+    albert_config: AlbertConfig = setting(help_text="The albert_config.json of the model to train.",
+                                          flag="albert_config_file", kind="string", flag_default=None)
+    input_file: str = setting(help_text="Input TFRecord files: comma-separated globs. Without it: the demo.",
+                              flag_default=None)
+    output_dir: str = setting(help_text="Where checkpoints, summaries and eval_results.txt are written.",
+                              flag_default=None)
+    eval_input_file: str = setting(None, "TFRecords to evaluate on (default: --input_file, as the original).")
+    init_checkpoint: str = setting(None, "Initial weights: an original TF1, Hugging Face, keras-hub or albert_tf "
+                                         "checkpoint.")
+    max_seq_length: int = setting(512, "Sequence length of the records.")
+    max_predictions_per_seq: int = setting(20, "Masked positions per sequence in the records.")
+    do_train: bool = setting(True, "Whether to run training.")
+    do_eval: bool = setting(False, "Whether to run eval on the eval input.")
+    train_batch_size: int = setting(4096, "Global batch size for training.")
+    eval_batch_size: int = setting(64, "Global batch size for eval.")
+    optimizer: str = setting("lamb", "The optimizer for training.", choices=("adamw", "lamb"))
+    learning_rate: float = setting(0.00176, "The initial learning rate.")
+    poly_power: float = setting(1.0, "The power of the polynomial decay.")
+    num_train_steps: int = setting(125000, "Number of training steps.")
+    num_warmup_steps: int = setting(3125, "Number of warmup steps.")
+    start_warmup_step: int = setting(0, "The step at which warmup starts.")
+    save_checkpoints_steps: int = setting(5000, "How often to save a checkpoint.")
+    keep_checkpoint_max: int = setting(5, "How many checkpoints to keep.")
+    iterations_per_loop: int = setting(1000, "Steps run per call into the device (Keras steps_per_execution).")
+    max_eval_steps: int = setting(100, "Maximum number of eval steps.")
+    init_from_group0: bool = setting(False, "Initialise every group from group_0 of --init_checkpoint.")
+    masked_lm_budget: float = setting(
+        0.0, "Online masking: with a value in (0, 1], the records' stored masks are ignored and new n-gram masks "
+             "are drawn in the input pipeline on every pass, masking this fraction of each sequence's tokens (as "
+             "create_pretraining_data's --masked_lm_prob; at most --max_predictions_per_seq). Needs "
+             "--spm_model_file or --vocab_file. 0: the stored masks. Evaluation always uses the stored masks.")
+    # Online masking only, with create_pretraining_data.py's names and defaults.
+    ngram: int = setting(3, "Online masking: maximum n-gram length (in words) to mask.")
+    favor_shorter_ngram: bool = setting(True, "Online masking: p(n) proportional to 1/n (else reversed).")
+    do_whole_word_mask: bool = setting(True, "Online masking: mask whole words (from the records' token_boundary) "
+                                             "rather than single pieces.")
+    export_dir: str = setting(None, "Where to write the SavedModel at the end, as <export_dir>/<global_step>/ "
+                                    "(default after training: <output_dir>/saved_model).")
+    spm_model_file: str = setting(None, "SentencePiece model, attached to the export (tokenization_info); online "
+                                        "masking takes its [MASK] id and vocabulary.")
+    vocab_file: str = setting(None, "WordPiece vocabulary, attached to the export (and used by online masking) "
+                                    "when no spm model.")
+    do_lower_case: bool = setting(True, "Recorded in the export's tokenization_info.")
 
 
 class PretrainingTask(TaskBase):
