@@ -344,9 +344,7 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
     Raises `UsageError` for bad arguments or an existing output, `CheckpointError` / `ConfigError` /
     `MissingDataError` for inputs that are missing, cannot be read or do not fit the config.
     """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.checkpoints import native, original  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints import registry  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints.errors import CheckpointMismatchError  # pylint: disable=import-outside-toplevel
     from albert_tf.checkpoints.original import tf1_entries  # pylint: disable=import-outside-toplevel
 
@@ -406,27 +404,30 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
     if result.unused:
         logging.warning("In the input but not used by the model: %s", ", ".join(result.unused))
 
-    arrays = {e.name: e.to_tf1(e.variable.numpy()) for e in tf1_entries(model) if id(e.variable) not in missing_ids}
-    if num_labels and "output_weights" not in arrays:
+    names = {e.name for e in tf1_entries(model) if id(e.variable) not in missing_ids}  # what the output holds
+    if num_labels and "output_weights" not in names:
         raise CheckpointMismatchError(
             f"the input {input_checkpoint} has no classifier head (output_weights, output_bias) for the "
             f"{num_labels} label(s) asked for; leave out --num_labels to write the backbone only")
-    if output_format == "native":
-        # The model's variables at their usual keys, but the heads the input lacked (never random weights).
-        root = native.partial_root(model, missing_ids) if missing_ids else model
-        with fileio.atomic_prefix(target, f"--output_path {target}") as staged:
-            tf.train.Checkpoint(model=root).write(staged)
-    elif output_format == "original":
-        original.write_tf1(arrays, target)
-    elif output_format == "keras_hub":
-        _write_keras_hub(target, config, arrays, spm_model_file, num_labels, do_lower_case, overwrite)
+    what = f"--output_path {target}"
+    if output_format == "keras_hub":
+        _warn_keras_hub_heads(names, num_labels)
+        options = {"spm_model_file": spm_model_file, "num_labels": num_labels, "overwrite": overwrite, "what": what}
+    elif output_format == "huggingface":
+        options = {"folder": True, "spm_model_file": spm_model_file, "vocab_file": vocab_file,
+                   "do_lower_case": do_lower_case, "labels": labels, "regression": regression,
+                   "overwrite": overwrite, "what": what,
+                   "model_max_length": min(512, config.max_position_embeddings)}
     else:
+        options = {"what": what} if output_format == "native" else {}
+    # The heads the input lacked are left out (never random weights); the native format keeps the usual keys.
+    registry.get(output_format).write(model, target, exclude_ids=missing_ids, **options)
+    if output_format == "keras_hub":
+        _warn_keras_hub_text(do_lower_case)
+    elif output_format == "huggingface":
         from albert_tf.checkpoints import huggingface  # pylint: disable=import-outside-toplevel
 
-        huggingface.write_folder(target, config, arrays, spm_model_file, vocab_file, do_lower_case, labels=labels,
-                                 regression=regression, overwrite=overwrite, what=f"--output_path {target}",
-                                 model_max_length=min(512, config.max_position_embeddings))
-        logging.info("Hugging Face folder: %s (%s)", target, huggingface.architecture(arrays))
+        logging.info("Hugging Face folder: %s (%s)", target, huggingface.architecture(names))
     if write_config:
         fileio.write_text(config_path, config.to_json_string())
     logging.info("Wrote %s (%s format, %d weights) and %s", target, output_format,
@@ -476,16 +477,18 @@ def _lacks_mlm_head(model, result):
                if e.name.startswith("cls/predictions/"))
 
 
-def _write_keras_hub(target, config, arrays, spm_model_file, num_labels, do_lower_case, overwrite):
-    """The keras_hub output of `arrays` (backbone, tokenizer, and a classifier's head), with its log lines."""
-    from albert_tf.checkpoints import keras_hub_writer  # pylint: disable=import-outside-toplevel
-
-    left_out = sorted(name for name in arrays if name.startswith("cls/"))
+def _warn_keras_hub_heads(names, num_labels):
+    """Logs the heads (by TF1 name) a keras_hub output leaves out: it holds the backbone (and a classifier's
+    head)."""
+    left_out = sorted(name for name in names if name.startswith("cls/"))
     if left_out:
         logging.warning("The keras_hub preset holds the backbone%s; the heads are left out: %s",
                         " and the classifier head" if num_labels else "", ", ".join(left_out))
-    keras_hub_writer.write_preset(target, config, arrays, spm_model_file, num_labels=num_labels,
-                                  overwrite=overwrite, what=f"--output_path {target}")
+
+
+def _warn_keras_hub_text(do_lower_case):
+    """Logs what a keras_hub output's user must do to the text: keras-hub's tokenizer neither lowercases nor
+    strips accents."""
     accents = "strip accents (NFKD, combining marks dropped)"
     logging.warning("keras-hub's AlbertTokenizer runs SentencePiece on the raw text: %s%s before it, as this "
                     "model's tokenizer did (albert_tf.text.tokenization.preprocess_text(text, lower=%s))",

@@ -8,6 +8,7 @@
 `architectures` names the class of the head the weights have (`AlbertModel`, `AlbertForPreTraining`,
 `AlbertForMaskedLM`, `AlbertForSequenceClassification` with `id2label` / `label2id`, `AlbertForQuestionAnswering`
 for the SQuAD v1.1 head), the tokenizer (`huggingface_tokenizer`) and this project's `albert_config.json`.
+`FORMAT` is the format: a directory with `config.json` + `model.safetensors`, or the `.safetensors` file.
 """
 
 import json
@@ -21,6 +22,7 @@ from safetensors.numpy import load_file, save_file
 from albert_tf import fileio
 from albert_tf.checkpoints import huggingface_tokenizer
 from albert_tf.checkpoints.errors import CheckpointMismatchError, CorruptCheckpointError
+from albert_tf.checkpoints.original import NamedFormat, assign_by_name, encoder_missing, model_arrays, tf1_entries
 from albert_tf.config import AlbertConfig, ConfigError
 from albert_tf.errors import UsageError
 
@@ -141,6 +143,23 @@ def read_config(path):
         raise CheckpointMismatchError(f"{os.path.dirname(config_file)}: {err}") from None
 
 
+# The fields that shape the weights: a Hugging Face config.json that differs in one does not fit the model.
+_SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
+                 "inner_group_num", "num_attention_heads", "intermediate_size", "hidden_act")
+
+
+def check_config(model, config, path):
+    """Raises `CheckpointMismatchError` naming the field when `config` (the folder's at `path`) differs from
+    `model`'s in one of the fields that shape the weights."""
+    ours = getattr(model, "config", None)
+    if ours is None:
+        return
+    for field in _SHAPE_FIELDS:
+        if getattr(ours, field) != getattr(config, field):
+            raise CheckpointMismatchError(f"{path}: config field '{field}' is {getattr(config, field)!r} there but "
+                                  f"{getattr(ours, field)!r} in the model's config")
+
+
 def _tensors(arrays):
     """`{Hugging Face name: float32 array}` of `{tf1_name: array}` (names Hugging Face has no tensor for dropped)."""
     tensors = {}
@@ -252,3 +271,38 @@ def write_folder(directory, config, arrays, spm_model_file=None, vocab_file=None
         with open(os.path.join(staged, CONFIG_NAME), "w", encoding="utf-8") as f:
             f.write(config.to_json_string())
     return directory
+
+
+class HuggingfaceFormat(NamedFormat):
+    """Hugging Face weights: selected and re-laid-out by the model's TF1 names; the folder's `config.json` must
+    agree with the model's config; unused weights are reported by their Hugging Face names."""
+
+    name = "huggingface"
+    saves_models = True
+
+    def detect(self, path):
+        return isinstance(path, str) and weights_file(path) is not None
+
+    def read(self, path, names=None, config=None):
+        return to_tf1_arrays(read_hf(path), names)[0]
+
+    def load(self, model, path, init_from_group0=False):
+        config = read_config(path)
+        if config is not None:
+            check_config(model, config, path)
+        tensors = read_hf(path)
+        arrays, used = to_tf1_arrays(tensors, [e.name for e in tf1_entries(model)])
+        pairs, result = assign_by_name(model, arrays, self.name)
+        result.unused = sorted(set(tensors) - used - TIED_OR_BUFFERS)
+        return pairs, result, encoder_missing(result)
+
+    def write(self, model, path, exclude_ids=frozenset(), folder=False, **folder_options):
+        """Without `folder`: `model.safetensors` + `config.json` in `path` (`write_hf`, what `save_checkpoint`
+        writes); with it, the complete folder transformers opens (`write_folder`, given `folder_options`)."""
+        arrays = model_arrays(model, exclude_ids)
+        if folder:
+            return write_folder(path, model.config, arrays, **folder_options)
+        return write_hf(arrays, model.config, path)
+
+
+FORMAT = HuggingfaceFormat()

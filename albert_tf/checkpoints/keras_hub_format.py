@@ -2,13 +2,14 @@
 
 keras-hub presets are directories with a keras-hub `config.json` and `model.weights.h5`; they load offline
 from a local directory. Its Transformer blocks are the same keras-hub layer this project uses, so the
-mapping is one-to-one.
+mapping is one-to-one. `FORMAT` is the format: a preset directory or a live `AlbertBackbone` read, a preset
+written (by `keras_hub_writer`).
 """
 
 import json
 import os
 
-from albert_tf.checkpoints.original import Entry, block_entries
+from albert_tf.checkpoints.original import Entry, NamedFormat, block_entries, model_arrays
 from albert_tf.config import AlbertConfig
 
 
@@ -79,3 +80,31 @@ def backbone_entries(backbone):
 def backbone_arrays(backbone):
     """{TF1 name: array} of a keras-hub `AlbertBackbone`."""
     return {e.name: e.to_tf1(e.variable.numpy()) for e in backbone_entries(backbone)}
+
+
+class KerasHubFormat(NamedFormat):
+    """keras-hub ALBERT presets (and live backbones), read and written by the original's names."""
+
+    name = "keras_hub"
+
+    def detect(self, path):
+        if not isinstance(path, str):
+            return type(path).__name__ == "AlbertBackbone"
+        return is_keras_hub_dir(path)
+
+    def read(self, path, names=None, config=None):
+        backbone = path if not isinstance(path, str) else load_backbone(path)
+        return backbone_arrays(backbone)
+
+    def write(self, model, path, exclude_ids=frozenset(), spm_model_file=None, num_labels=None, overwrite=False,
+              what=None):
+        """A preset of `model` with the tokenizer `spm_model_file` (and, with `num_labels`, its classifier head):
+        `keras_hub_writer.write_preset`."""
+        # keras_hub_writer assigns through this module's name table, so it is imported here, when writing.
+        from albert_tf.checkpoints import keras_hub_writer  # pylint: disable=import-outside-toplevel
+
+        return keras_hub_writer.write_preset(path, model.config, model_arrays(model, exclude_ids), spm_model_file,
+                                             num_labels=num_labels, overwrite=overwrite, what=what)
+
+
+FORMAT = KerasHubFormat()

@@ -8,7 +8,7 @@ Read here (and loaded by `albert_tf.checkpoints.load_checkpoint` through the TF1
     this project's `export_model.py --export_type=tfhub`): the encoder, plus the masked-LM head of an `mlm`
     sub-object.
 A TF1 TF-Hub module (`tfhub_module.pb` + `variables/`, the original's `export_to_tfhub.py` output) needs nothing
-from here: its variables are a TF1 name-based checkpoint (`checkpoints.resolve` points at them), and its
+from here: its variables are a TF1 name-based checkpoint (`tf_checkpoint.resolve` points at them), and its
 `assets/albert_config.json` is found by `config_file_beside`.
 
 How the weights are found. An object-based checkpoint keys each variable by one object path, whichever TF met
@@ -34,8 +34,11 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from albert_tf.checkpoints import tf_checkpoint
+from albert_tf.checkpoints.original import NamedFormat
+from albert_tf.checkpoints.tf_checkpoint import GRAPH_KEY
+
 CONFIG_NAME = "albert_config.json"
-_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 _BLOCK = "bert/encoder/transformer/group_0/inner_group_0/"
 
 # How a Model Garden array relates to the TF1 one.
@@ -87,17 +90,6 @@ _MARKERS = ("word_embeddings/embeddings", "transformer/self_attention/query/kern
 # ------------------------------------------------------------------------------------------------------------------
 # Where things are.
 
-def saved_model_variables(path):
-    """The variables prefix of a TF2 SavedModel directory (not a TF1 hub module), else None."""
-    if not (isinstance(path, str) and os.path.isdir(path)):
-        return None
-    prefix = os.path.join(path, "variables", "variables")
-    has_graph = any(os.path.exists(os.path.join(path, f)) for f in ("saved_model.pb", "saved_model.pbtxt"))
-    if has_graph and os.path.exists(prefix + ".index") and not os.path.exists(os.path.join(path, "tfhub_module.pb")):
-        return prefix
-    return None
-
-
 def config_file_beside(path):
     """The `albert_config.json` that belongs to the weights at `path` (a prefix, checkpoint directory, SavedModel
     or TF-Hub module directory), or None: beside them, or in the directory's `assets/` (where the original's
@@ -120,10 +112,10 @@ def variable_keys(reader, strict=True):
     With `strict`, raises ValueError if two different stored variables carry one name (the checkpoint holds two
     models); else the first is kept.
     """
-    if not reader.has_tensor(_GRAPH_KEY):
+    if not reader.has_tensor(GRAPH_KEY):
         return {}
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor(_GRAPH_KEY))
+    graph.ParseFromString(reader.get_tensor(GRAPH_KEY))
     keys = {}
     for node in graph.nodes:
         for attribute in node.attributes:
@@ -228,3 +220,22 @@ def read_tf1_arrays(prefix, num_attention_heads=None):
             continue
         arrays[name] = reader.get_tensor(key)
     return arrays
+
+
+class ModelGardenFormat(NamedFormat):
+    """Model Garden TF2 checkpoints and TF-Hub style TF2 SavedModels, read by the original's names."""
+
+    name = "model_garden"
+    reads_prefix = True
+
+    def detect(self, path):
+        opened = tf_checkpoint.open_prefix(path)
+        return (opened is not None and not tf_checkpoint.object_graph_damaged(*opened)
+                and is_model_garden(opened[0]))
+
+    def read(self, path, names=None, config=None):
+        heads = config.num_attention_heads if config is not None else None
+        return read_tf1_arrays(tf_checkpoint.resolve(path), num_attention_heads=heads)
+
+
+FORMAT = ModelGardenFormat()

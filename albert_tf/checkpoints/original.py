@@ -4,16 +4,22 @@
 name the original `modeling.py` gives it (`bert/...`, `cls/...`, task heads as the original's run scripts
 name them). Attention kernels are [H, H] in TF1 and [H, heads, head_size] here; the entry records the TF1
 shape and whether the matrix is stored transposed (`cls/seq_relationship/output_weights` is [2, H]).
+
+`NamedFormat` is the format interface for every format read by these names (loading assigns by the table), and
+`FORMAT` the original's own: a TF1 name-based checkpoint (a TF-Hub `module/` prefix is accepted; optimizer slots
+and `global_step` are ignored), or a TF1 TF-Hub module directory (`tfhub_module.pb`, the original's
+`export_to_tfhub.py`), whose variables are one.
 """
 
 import dataclasses
-import os
 import re
 
 import numpy as np
 import tensorflow as tf
 
 from albert_tf import fileio, keras_internals
+from albert_tf.checkpoints import tf_checkpoint
+from albert_tf.checkpoints.format import CheckpointFormat, LoadResult, ensure_built
 from albert_tf.model import AlbertClassifier, AlbertForMultipleChoice, AlbertForPretraining, AlbertForSquad, AlbertModel
 
 # Names in TF1 checkpoints that are training state, not weights.
@@ -195,3 +201,70 @@ def write_tf1(arrays, prefix):
         tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                           tensors=[tf.convert_to_tensor(arrays[n]) for n in names])
     return prefix
+
+
+def model_arrays(model, exclude_ids=frozenset()):
+    """{TF1 name: array} of every weight of `model` (the original's layout), less the variables whose id is in
+    `exclude_ids`."""
+    ensure_built(model)
+    return {e.name: e.to_tf1(e.variable.numpy()) for e in tf1_entries(model) if id(e.variable) not in exclude_ids}
+
+
+def _group0_name(name):
+    """The group_0 variable the original's `init_from_group0` reads for `name`."""
+    parts = name.split("/")
+    return "/".join("group_0" if p.startswith("group_") else p for p in parts)
+
+
+def assign_by_name(model, arrays, fmt, init_from_group0=False):
+    """(pairs of (variable, value), `LoadResult`) loading `{tf1_name: array}` into `model` via the TF1 name
+    table; raises ValueError naming the variable on a shape mismatch."""
+    loaded, missing, pairs = [], [], []
+    used = set()
+    for entry in tf1_entries(model):
+        source = entry.name
+        if init_from_group0 and source not in arrays:
+            source = _group0_name(entry.name)
+        if source not in arrays:
+            missing.append(entry.name)
+            continue
+        pairs.append((entry.variable, entry.to_keras(arrays[source])))
+        loaded.append(entry.name)
+        used.add(source)
+    unused = sorted(set(arrays) - used)
+    return pairs, LoadResult(fmt, loaded, missing, unused)
+
+
+def encoder_missing(result):
+    """The encoder weights (`bert/...`) a load by TF1 name left missing."""
+    return [n for n in result.missing if n.startswith("bert/")]
+
+
+class NamedFormat(CheckpointFormat):
+    """A format read as `{TF1 name: array}` (`read`) and loaded through the name table."""
+
+    def load(self, model, path, init_from_group0=False):
+        names = [e.name for e in tf1_entries(model)]
+        arrays = self.read(path, names, config=getattr(model, "config", None))
+        pairs, result = assign_by_name(model, arrays, self.name, init_from_group0=init_from_group0)
+        return pairs, result, encoder_missing(result)
+
+
+class OriginalFormat(NamedFormat):
+    """The original release's TF1 checkpoints: any TF checkpoint no other format claims."""
+
+    name = "original"
+    reads_prefix = True
+    saves_models = True
+
+    def detect(self, path):
+        return tf_checkpoint.open_prefix(path) is not None
+
+    def read(self, path, names=None, config=None):
+        return read_tf1(tf_checkpoint.resolve(path))
+
+    def write(self, model, path, exclude_ids=frozenset()):
+        return write_tf1(model_arrays(model, exclude_ids), path)
+
+
+FORMAT = OriginalFormat()
