@@ -27,15 +27,13 @@ from albert_tf.serving.squad import export_squad_model
 from albert_tf.serving.tfhub import export_tfhub, export_tfhub_preprocessing
 from albert_tf.serving.tflite import QUANTIZE_MODES, TFLiteModel, compare_outputs, export_tflite
 from albert_tf.tasks.classification import build_classifier
+from albert_tf.tasks.export_request import EXPORT_TYPES, TFLITE_MODELS, ExportRequest
 from albert_tf.tasks.race import build_model as build_race_model
 from albert_tf.tasks.squad import TrainableSquad
 from albert_tf.text.tokenization import FullTokenizer
 from albert_tf.train.best_checkpoint import best_checkpoint_prefix
 from albert_tf.train.runner import dtype_policy_scope, precision_policy
 
-EXPORT_TYPES = ("encoder", "preprocessing", "classifier", "squad", "race", "tflite", "tfhub", "tfhub_preprocessing")
-TEXT_ONLY_TYPES = ("preprocessing", "tfhub_preprocessing")
-TFLITE_MODELS = ("encoder", "classifier", "squad", "race")
 
 
 def check_export_dir(export_dir, overwrite):
@@ -138,60 +136,6 @@ def _eval_features(task, data_dir, tokenizer, seq_length, max_examples):
                                         seq_length)
     labels = [processor.label_index(e.label) for e in examples]
     return features, labels
-
-
-@dataclasses.dataclass
-class ExportRequest:
-    """What one export is asked for: `export_model.py`'s flags, by their names."""
-
-    export_type: str
-    export_dir: str
-    overwrite: bool = False
-    albert_config_file: str = None
-    init_checkpoint: str = None
-    spm_model_file: str = None
-    vocab_file: str = None
-    do_lower_case: bool = True
-    max_seq_length: int = None
-    num_labels: int = 2
-    label_list: list = None
-    threshold: float = None
-    version_2_with_negative: bool = False
-    max_query_length: int = 64
-    max_answer_length: int = 30
-    doc_stride: int = 128
-    n_best_size: int = 20
-    start_n_top: int = 5
-    end_n_top: int = 5
-    null_score_diff_threshold: float = None
-    max_qa_length: int = None
-    tflite_model: str = "encoder"
-    source_saved_model: str = None
-    quantize: str = None
-    eval_task: str = None
-    eval_data_dir: str = None
-    eval_max_examples: int = 1000
-    allow_select_tf_ops: bool = False
-    mixed_precision: str = None
-
-    def inputs(self):
-        """The (flag, path) of every file or folder the export reads."""
-        return [(f"--{name}", getattr(self, name)) for name in ("init_checkpoint", "source_saved_model",
-                                                                 "albert_config_file", "spm_model_file",
-                                                                 "vocab_file", "eval_data_dir")]
-
-    @property
-    def tokenizer_file(self):
-        return self.spm_model_file or self.vocab_file
-
-    @property
-    def vocab_file_only(self):
-        """The WordPiece vocabulary when no SentencePiece model is given (the SentencePiece model wins)."""
-        return None if self.spm_model_file else self.vocab_file
-
-    def needs_model(self):
-        return self.export_type not in TEXT_ONLY_TYPES and not (self.export_type == "tflite"
-                                                                 and self.source_saved_model)
 
 
 def export(export_type, export_dir, log=print, **options):
