@@ -37,7 +37,7 @@ from albert_tf.model.encoder import as_config
 from albert_tf.serving.classifier import export_classifier
 from albert_tf.tasks.base import TaskBase
 from albert_tf.text.preprocessor import AlbertTextPreprocessor
-from albert_tf.train import runner
+from albert_tf.train import distribution, runner
 from albert_tf.train.predict import predict_in_order
 from albert_tf.train.runner import RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
@@ -151,6 +151,7 @@ class ClassificationTask(TaskBase):
         self.tokenizer_ = None
         self.static_shapes = False
         self.splits = {}
+        self.chief = True  # this process writes the run's outputs (`check` asks the strategy)
 
     # -- checks and data ------------------------------------------------------------------------------------------
 
@@ -160,6 +161,7 @@ class ClassificationTask(TaskBase):
         self.processor = params.processor or glue.get_processor(params.task_name)
         self.tokenizer_ = self.tokenizer(params)
         self.static_shapes = isinstance(strategy, tf.distribute.TPUStrategy)
+        self.chief = distribution.is_chief(strategy)
         names = [n for n, on in (("eval_batch_size", params.do_eval), ("predict_batch_size", params.do_predict))
                  if on]
         self.check_batch_sizes(params, strategy, names)
@@ -276,7 +278,7 @@ def run_classifier(params):
     and `export_huggingface_dir`)."""
     task = ClassificationTask()
     outcome = runner.run(task, params)
-    if params.export_huggingface_dir:
+    if params.export_huggingface_dir and task.chief:  # one writer under multi-worker
         # Imported here: tasks.exports imports this module.
         from albert_tf.tasks.exports import export_huggingface  # pylint: disable=import-outside-toplevel
 

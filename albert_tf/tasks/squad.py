@@ -38,7 +38,7 @@ from albert_tf.model.squad import NEG_INF
 from albert_tf.serving.squad import export_squad_model
 from albert_tf.tasks.base import TaskBase, check_vocab_size
 from albert_tf.text.tokenization import FullTokenizer
-from albert_tf.train import runner
+from albert_tf.train import distribution, runner
 from albert_tf.train.predict import predict_in_order
 from albert_tf.train.runner import RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
@@ -132,6 +132,7 @@ class SquadTask(TaskBase):
         self.gold = None
         self.threshold = None  # v2.0: the null threshold the last prediction used (served by the export)
         self.static_shapes = False  # TPUs: windows padded to max_seq_length
+        self.chief = True  # this process writes the run's outputs (`check` asks the strategy)
 
     def check(self, params, strategy):
         if not (params.do_train or params.do_predict or params.export_dir or params.export_huggingface_dir):
@@ -150,6 +151,7 @@ class SquadTask(TaskBase):
                                             f"--export_huggingface_dir {params.export_huggingface_dir}")
         squad.check_lengths(params.max_seq_length, params.max_query_length, params.doc_stride)
         self.static_shapes = isinstance(strategy, tf.distribute.TPUStrategy)
+        self.chief = distribution.is_chief(strategy)
         if params.version_2_with_negative and (params.start_n_top > params.max_seq_length
                                                or params.end_n_top > params.max_seq_length):
             raise UsageError("--start_n_top and --end_n_top must not exceed --max_seq_length")
@@ -302,7 +304,7 @@ def run_squad(params, task=None):
     `export_huggingface_dir`). `task`: the `SquadTask` to run (a new one by default), for its counts after."""
     task = task or SquadTask()
     outcome = runner.run(task, params)
-    if params.export_huggingface_dir:
+    if params.export_huggingface_dir and task.chief:  # one writer under multi-worker
         # Imported here: tasks.exports imports this module.
         from albert_tf.tasks.exports import export_huggingface  # pylint: disable=import-outside-toplevel
 

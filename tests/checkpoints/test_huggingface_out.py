@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ from albert_tf.checkpoints import huggingface, huggingface_tokenizer, save_check
 from albert_tf.text.tokenization import encode_pair  # noqa: E402
 from albert_tf.model import AlbertForPretraining, AlbertForSquad, AlbertModel, dummy_inputs  # noqa: E402
 from albert_tf.checkpoints import latest_checkpoint, load_checkpoint  # noqa: E402
+from albert_tf.tasks import classification  # noqa: E402
 from albert_tf.tasks.classification import ClassifierParams, build_classifier, run_classifier  # noqa: E402
 from albert_tf.tasks.squad import SquadParams, TrainableSquad, run_squad  # noqa: E402
 from albert_tf.text.tokenization import FullTokenizer  # noqa: E402
@@ -314,6 +316,16 @@ def test_run_classifier_exports_the_trained_model(tmp_path):
     _, again = _theirs(transformers.AutoModelForSequenceClassification, output, ids, mask, segments)
     _close(again.logits, theirs.logits.numpy())
     assert leftovers(tmp_path) == []
+
+
+def test_only_the_chief_exports(tmp_path, monkeypatch):
+    # A worker other than the chief of a multi-worker run trains along but writes no Hugging Face folder.
+    asked = []
+    monkeypatch.setattr(classification, "distribution",
+                        types.SimpleNamespace(is_chief=lambda strategy: asked.append(strategy) or False))
+    outcome = run_classifier(_classifier_params(tmp_path))
+    assert asked and "export_huggingface_dir" not in outcome and not (tmp_path / "hf").exists()
+    assert latest_checkpoint(str(tmp_path / "run"))  # it did run
 
 
 def test_export_dir_of_other_files_is_refused_before_training(tmp_path):
