@@ -27,55 +27,9 @@ import math
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.tasks.classification import ClassifierParams, run_classifier
 
-flags.DEFINE_string("data_dir", None, "The input data dir: the GLUE folder holding the task's folder (e.g. SST-2/), "
-                                      "or the task's folder itself. With --train_file etc., relative paths are "
-                                      "looked up here.")
-flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the model (its architecture).")
-flags.DEFINE_string("task_name", None, "The task: cola, mnli, mismnli, mrpc, qnli, qqp, rte, sst-2, sts-b, wnli; or "
-                                       "any name for your own files (default 'custom').")
-flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary (used when no --spm_model_file is given, e.g. the "
-                                        "Chinese models).")
-flags.DEFINE_string("spm_model_file", None, "The SentencePiece model (30k-clean.model).")
-flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions are written.")
-flags.DEFINE_string("cached_dir", None, "Where the feature TFRecords are cached (default: --output_dir). Files are "
-                                        "keyed by task, split, sequence length, data and tokenizer, so a stale cache "
-                                        "is never reused.")
-flags.DEFINE_string("init_checkpoint", None, "Initial weights: an original TF1, Hugging Face, keras-hub or albert_tf "
-                                             "checkpoint (usually a pretrained model).")
-flags.DEFINE_bool("do_lower_case", True, "Lowercase the input text (True for the uncased English models).")
-flags.DEFINE_integer("max_seq_length", 512, "The maximum total input sequence length after tokenization; longer "
-                                            "sequences are truncated.")
-flags.DEFINE_bool("do_train", False, "Whether to run training.")
-flags.DEFINE_bool("do_eval", False, "Whether to evaluate the checkpoints on the dev set.")
-flags.DEFINE_bool("do_predict", False, "Whether to predict the test set.")
-flags.DEFINE_integer("train_batch_size", 32, "Total (global) batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
-flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate.")
-flags.DEFINE_integer("train_step", 1000, "Total number of training steps.")
-flags.DEFINE_integer("warmup_step", 0, "Number of steps of linear learning-rate warmup.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save (and, with --do_eval, evaluate) a checkpoint.")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep (0: all). The best one is kept apart "
-                                               "in best_checkpoint/.")
-flags.DEFINE_integer("iterations_per_loop", 1000, "Steps run per call into the device (Keras steps_per_execution).")
-flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "The optimizer.")
-flags.DEFINE_string("export_dir", None, "Where to write the SavedModel (signatures on ids, tf.Examples and text).")
-flags.DEFINE_string("export_huggingface_dir", None, "Where to write, after the run, the Hugging Face folder of the "
-                                                    "final weights (AlbertForSequenceClassification with the label "
-                                                    "names, config and tokenizer); an earlier export there is "
-                                                    "replaced.")
-flags.DEFINE_float("threshold_to_export", float("nan"), "A classification threshold to serve with the exported model (output "
-                                                "'threshold').")
-flags.DEFINE_float("dropout_prob", 0.1, "Dropout rate on the pooled output before the classifier (the original "
-                                        "hard-codes 0.1).")
-flags.DEFINE_bool("dynamic_padding", True, "Pad each batch to its longest example (else to --max_seq_length): same "
-                                           "predictions, less work. TPUs always pad to --max_seq_length.")
-flags.DEFINE_bool("length_bucketing", False, "With --dynamic_padding, put training examples of similar length in "
-                                             "the same batch (faster; changes which examples share a batch, where "
-                                             "the original draws batches in shuffled order).")
-flags.DEFINE_string("best_metric", None, "Result that picks the best checkpoint (default: the task's: eval_accuracy; "
-                                         "f1 for mrpc/qqp; matthew_corr for cola; pearson for sts-b and regression).")
+cli.define_flags(ClassifierParams)
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation and of the input order.")
 # Your own data.
 flags.DEFINE_string("train_file", None, "Your own data: the training file (CSV/TSV).")
@@ -116,7 +70,6 @@ def main(argv):
     del argv
     # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig
-    from albert_tf.tasks.classification import ClassifierParams, run_classifier
 
     if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
         raise cli.UsageError("At least one of --do_train, --do_eval or --do_predict must be True.")
