@@ -28,55 +28,14 @@ import time
 from absl import flags, logging
 
 from albert_tf import cli
+from albert_tf.tasks.squad import SquadParams, SquadTask, run_squad
 
-flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained model.")
+cli.define_flags(SquadParams)
 flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary: not supported for SQuAD (see --spm_model_file).")
-flags.DEFINE_string("spm_model_file", None, "The SentencePiece model the model was trained with (30k-clean.model).")
-flags.DEFINE_string("output_dir", None, "Where checkpoints, predictions and eval_results.txt are written.")
-flags.DEFINE_string("train_file", None, "SQuAD JSON for training, e.g. train-v1.1.json (a .zip holding it works).")
-flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict, e.g. dev-v1.1.json; scored when it has answers.")
-flags.DEFINE_string("train_feature_file", None, "Training feature cache (TFRecord); written if missing or stale, "
-                                                "else read. Default: <output_dir>/train.tf_record.")
-flags.DEFINE_string("predict_feature_file", None, "Prediction feature cache (TFRecord), as --train_feature_file. "
-                                                  "Default: <output_dir>/predict.tf_record.")
 flags.DEFINE_string("predict_feature_left_file", None, "Accepted for compatibility and unused: what the original "
                                                        "pickled there is stored in --predict_feature_file.")
-flags.DEFINE_string("init_checkpoint", None, "Initial weights: an original TF1, Hugging Face, keras-hub or albert_tf "
-                                             "checkpoint (pre-trained, or fine-tuned for --do_predict alone).")
-flags.DEFINE_bool("do_lower_case", True, "Lowercase the input (True for the released uncased models).")
-flags.DEFINE_integer("max_seq_length", 384, "Length of each window: [CLS] question [SEP] context [SEP] + padding.")
-flags.DEFINE_integer("doc_stride", 128, "Context pieces between the starts of consecutive windows.")
-flags.DEFINE_integer("max_query_length", 64, "Questions longer than this many pieces keep their first pieces.")
-flags.DEFINE_bool("do_train", False, "Whether to fine-tune on --train_file.")
-flags.DEFINE_bool("do_predict", False, "Whether to predict (and score) --predict_file.")
-flags.DEFINE_integer("train_batch_size", 32, "Global batch size for training.")
-flags.DEFINE_integer("predict_batch_size", 8, "Batch size for predictions.")
-flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate (AdamW, as the original).")
-flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training questions (steps = questions / batch x "
-                                            "epochs, as the original).")
-flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of the steps with linear learning-rate warmup.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.")
-flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per call into the device (Keras steps_per_execution).")
-flags.DEFINE_integer("n_best_size", 20, "Candidates per window (v1.1) and length of the n-best lists.")
-flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in pieces.")
-flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: questions may have no answer (the v2 head).")
-flags.DEFINE_integer("start_n_top", 5, "v2.0: beam size for the start positions.")
-flags.DEFINE_integer("end_n_top", 5, "v2.0: beam size for the end positions.")
-flags.DEFINE_float("dropout_prob", 0.1, "v2.0: dropout of the answerability layer.")
-flags.DEFINE_float("null_score_diff_threshold", None, "v2.0: answer \"\" when a question's null score is above "
-                                                      "this. Default: tuned on --predict_file when it has answers "
-                                                      "(as the original), else 0.0.")
 flags.DEFINE_bool("use_einsum", True, "Accepted for compatibility and unused: the attention here always runs as "
                                        "einsums.")
-flags.DEFINE_string("export_dir", None, "Where to write the SavedModels (ids/ and text/).")
-flags.DEFINE_string("export_huggingface_dir", None, "SQuAD v1.1: where to write, after the run, the Hugging Face "
-                                                    "folder of the final weights (AlbertForQuestionAnswering, "
-                                                    "config and tokenizer); an earlier export there is replaced.")
-flags.DEFINE_bool("dynamic_padding", True, "SQuAD 2.0: predict in batches of windows of similar length, each cut to "
-                                           "its longest window (same predictions, less work; else padded to "
-                                           "--max_seq_length). v1.1 and TPUs always pad to --max_seq_length (the "
-                                           "original's v1.1 n-best ranks padding positions too).")
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, the example shuffle and the input order.")
 cli.define_hub_module_flag()
 cli.define_tpu_flags()
@@ -123,7 +82,6 @@ def main(argv):
     _check_flags()
     # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig
-    from albert_tf.tasks.squad import SquadParams, SquadTask, run_squad
 
     params = cli.params_from_flags(SquadParams, albert_config=AlbertConfig.from_json_file(FLAGS.albert_config_file),
                                    init_checkpoint=cli.init_checkpoint())

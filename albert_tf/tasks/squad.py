@@ -36,6 +36,7 @@ from albert_tf.evaluation import squad_postprocessing as post
 from albert_tf.model import AlbertForSquad, dummy_inputs
 from albert_tf.model.squad import NEG_INF
 from albert_tf.serving.squad import export_squad_model
+from albert_tf.settings import setting
 from albert_tf.tasks.base import TaskBase, check_vocab_size
 from albert_tf.text.tokenization import FullTokenizer
 from albert_tf.train import distribution, runner
@@ -56,40 +57,55 @@ class TrainableSquad(TrainStep, AlbertForSquad):
 
 @dataclasses.dataclass(kw_only=True)
 class SquadParams(RuntimeParams):
-    """Everything a SQuAD run needs; field names and defaults are `run_squad.py`'s flags (the original's)."""
+    """Everything a SQuAD run needs; each `setting` is also `run_squad.py`'s flag of the same name and default (the
+    original's), with its help text."""
 
-    albert_config: AlbertConfig
-    spm_model_file: str
-    output_dir: str
-    version_2_with_negative: bool = False
-    train_file: str = None
-    predict_file: str = None
-    train_feature_file: str = None
-    predict_feature_file: str = None
-    init_checkpoint: str = None
-    do_lower_case: bool = True
-    max_seq_length: int = 384
-    doc_stride: int = 128
-    max_query_length: int = 64
-    do_train: bool = False
-    do_predict: bool = False
-    train_batch_size: int = 32
-    predict_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 5
-    iterations_per_loop: int = 1000
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    start_n_top: int = 5
-    end_n_top: int = 5
-    dropout_prob: float = 0.1
-    null_score_diff_threshold: float = None
-    dynamic_padding: bool = True
-    export_dir: str = None
-    export_huggingface_dir: str = None
+    albert_config: AlbertConfig = setting(help_text="The albert_config.json of the pre-trained model.",
+                                          flag="albert_config_file", kind="string", flag_default=None)
+    spm_model_file: str = setting(help_text="The SentencePiece model the model was trained with (30k-clean.model).",
+                                  flag_default=None)
+    output_dir: str = setting(help_text="Where checkpoints, predictions and eval_results.txt are written.",
+                              flag_default=None)
+    version_2_with_negative: bool = setting(False, "SQuAD 2.0: questions may have no answer (the v2 head).")
+    train_file: str = setting(None, "SQuAD JSON for training, e.g. train-v1.1.json (a .zip holding it works).")
+    predict_file: str = setting(None, "SQuAD JSON to predict, e.g. dev-v1.1.json; scored when it has answers.")
+    train_feature_file: str = setting(None, "Training feature cache (TFRecord); written if missing or stale, else "
+                                            "read. Default: <output_dir>/train.tf_record.")
+    predict_feature_file: str = setting(None, "Prediction feature cache (TFRecord), as --train_feature_file. "
+                                              "Default: <output_dir>/predict.tf_record.")
+    init_checkpoint: str = setting(None, "Initial weights: an original TF1, Hugging Face, keras-hub or albert_tf "
+                                         "checkpoint (pre-trained, or fine-tuned for --do_predict alone).")
+    do_lower_case: bool = setting(True, "Lowercase the input (True for the released uncased models).")
+    max_seq_length: int = setting(384, "Length of each window: [CLS] question [SEP] context [SEP] + padding.")
+    doc_stride: int = setting(128, "Context pieces between the starts of consecutive windows.")
+    max_query_length: int = setting(64, "Questions longer than this many pieces keep their first pieces.")
+    do_train: bool = setting(False, "Whether to fine-tune on --train_file.")
+    do_predict: bool = setting(False, "Whether to predict (and score) --predict_file.")
+    train_batch_size: int = setting(32, "Global batch size for training.")
+    predict_batch_size: int = setting(8, "Batch size for predictions.")
+    learning_rate: float = setting(5e-5, "The initial learning rate (AdamW, as the original).")
+    num_train_epochs: float = setting(3.0, "Epochs over the training questions (steps = questions / batch x epochs, "
+                                           "as the original).")
+    warmup_proportion: float = setting(0.1, "Proportion of the steps with linear learning-rate warmup.")
+    save_checkpoints_steps: int = setting(1000, "How often to save a checkpoint.")
+    keep_checkpoint_max: int = setting(5, "How many checkpoints to keep.")
+    iterations_per_loop: int = setting(1000, "Steps per call into the device (Keras steps_per_execution).")
+    n_best_size: int = setting(20, "Candidates per window (v1.1) and length of the n-best lists.")
+    max_answer_length: int = setting(30, "Longest answer, in pieces.")
+    start_n_top: int = setting(5, "v2.0: beam size for the start positions.")
+    end_n_top: int = setting(5, "v2.0: beam size for the end positions.")
+    dropout_prob: float = setting(0.1, "v2.0: dropout of the answerability layer.")
+    null_score_diff_threshold: float = setting(None, "v2.0: answer \"\" when a question's null score is above this. "
+                                                     "Default: tuned on --predict_file when it has answers (as the "
+                                                     "original), else 0.0.")
+    dynamic_padding: bool = setting(True, "SQuAD 2.0: predict in batches of windows of similar length, each cut to "
+                                          "its longest window (same predictions, less work; else padded to "
+                                          "--max_seq_length). v1.1 and TPUs always pad to --max_seq_length (the "
+                                          "original's v1.1 n-best ranks padding positions too).")
+    export_dir: str = setting(None, "Where to write the SavedModels (ids/ and text/).")
+    export_huggingface_dir: str = setting(None, "SQuAD v1.1: where to write, after the run, the Hugging Face folder "
+                                                "of the final weights (AlbertForQuestionAnswering, config and "
+                                                "tokenizer); an earlier export there is replaced.")
 
 
 def padded_to(model, seq_length):
