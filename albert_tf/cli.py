@@ -12,6 +12,7 @@ traceback.
 """
 
 import dataclasses
+import json
 import os
 import re
 import signal
@@ -93,6 +94,24 @@ def flag_value(name, defaults=None, flag_values=None):
     if defaults and name in defaults and not flag.present:
         return defaults[name]
     return flag.value
+
+
+# The checkout this package is in: the scripts' embedded demos read its data/ folder and write under its runs/.
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(CHECKOUT, "data")
+
+
+def demo_preset(name):
+    """The flag defaults of a script's embedded demo, read from `data/demos/<name>.json` of the checkout: its
+    "flags" as they are, its "paths" (relative to the checkout) made absolute. A UsageError where there is no
+    checkout's data/ folder (an installed package)."""
+    if not os.path.isdir(DATA):
+        raise UsageError(f"the embedded demo needs the data/ folder of a checkout of this repository ({DATA} is "
+                         "missing); run it from a clone, or give your own data flags")
+    with open(os.path.join(DATA, "demos", f"{name}.json"), encoding="utf-8") as f:
+        preset = json.load(f)
+    paths = {flag: os.path.join(CHECKOUT, *path.split("/")) for flag, path in preset["paths"].items()}
+    return {**paths, **preset["flags"]}
 
 
 def define_hub_module_flag():

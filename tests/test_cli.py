@@ -1,6 +1,7 @@
 """Flags generated from a params dataclass (`albert_tf.cli.define_flags`) and read back (`params_from_flags`):
 each kind, a flag named otherwise than its field, a required field's flag default, `only` / `exclude`, demo
-defaults, and the script (not `cli`) as the flags' module, so that `--help` lists them."""
+defaults, and the script (not `cli`) as the flags' module, so that `--help` lists them; a demo preset outside a
+checkout."""
 
 import dataclasses
 
@@ -72,3 +73,9 @@ def test_a_field_without_a_flag_kind_or_flag_default_is_refused():
     with pytest.raises(TypeError, match="flag_default"):
         flag_specs(Bad)
     assert "not_a_flag" not in flag_specs(_Params)
+
+
+def test_a_demo_preset_needs_a_checkouts_data_folder(monkeypatch, tmp_path):
+    monkeypatch.setattr(cli, "DATA", str(tmp_path / "data"))
+    with pytest.raises(cli.UsageError, match="needs the data/ folder of a checkout"):
+        cli.demo_preset("race")

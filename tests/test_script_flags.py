@@ -11,11 +11,13 @@ import collections
 import functools
 import json
 import math
+import os
 import subprocess
 import sys
 
 import pytest
 
+from albert_tf.cli import demo_preset
 from tests.helpers import REPO, subprocess_env
 from tests.original_flags import ENUM_CHOICES, FLAGS_DROPPED_BEFORE_FINAL_MASTER, ORIGINAL_FLAGS
 
@@ -125,3 +127,16 @@ def test_a_wrong_default_or_a_missing_flag_would_be_found():
             _assert_has_the_originals_flags("run_race.py", "_probe.py")
     finally:
         del ORIGINAL_FLAGS["_probe.py"]
+
+
+@pytest.mark.parametrize("script, preset", [("run_pretraining.py", "pretraining"), ("run_race.py", "race")])
+def test_demo_presets_set_flags_of_their_script(script, preset):
+    """An embedded demo's settings (data/demos/<preset>.json) name flags of its script, with values of the
+    flag's type, and files of the checkout."""
+    ours = script_flag_definitions(script)
+    settings = demo_preset(preset)
+    assert set(settings) <= set(ours), sorted(set(settings) - set(ours))
+    for name, value in settings.items():
+        default = ours[name].default
+        assert default is None or type(value) is type(default), (name, value, default)
+    assert os.path.isfile(settings["albert_config_file"]) and os.path.isfile(settings["spm_model_file"])

@@ -18,10 +18,6 @@ from absl import flags
 from albert_tf import cli
 from albert_tf.tasks.pretraining import PretrainingParams, PretrainingTask
 
-# The checkout this module is in: the demo uses its data/ folder and writes under its runs/ folder.
-HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DATA = os.path.join(HERE, "data")
-
 cli.define_flags(PretrainingParams)
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, of the input order and of online masks.")
 flags.DEFINE_integer("num_workers", 2, "Demo only: processes that build the demo's pretraining records.")
@@ -30,16 +26,7 @@ cli.define_runtime_flags()
 
 FLAGS = flags.FLAGS
 
-# The embedded default: the settings of the demo, where the user did not set the flag and gave no --input_file.
-DEMO = {
-    "albert_config_file": os.path.join(DATA, "albert_config_tiny.json"),
-    "spm_model_file": os.path.join(DATA, "30k-clean.model"),
-    "output_dir": os.path.join(HERE, "runs", "pretraining_demo"),
-    "max_seq_length": 128, "max_predictions_per_seq": 20, "do_train": True, "do_eval": True,
-    "train_batch_size": 32, "eval_batch_size": 32, "learning_rate": 0.005, "num_train_steps": 400,
-    "num_warmup_steps": 40, "save_checkpoints_steps": 100, "iterations_per_loop": 50, "max_eval_steps": 20,
-    "log_every": 50,
-}
+# The book held out of the demo's training records, to evaluate on.
 DEMO_EVAL_BOOK = "gutenberg-chesterton-thursday.txt"
 
 
@@ -52,7 +39,7 @@ def _build_demo_data(data_dir, defaults):
     if os.path.exists(train_file) and os.path.exists(eval_file):
         print(f"  reusing the demo records in {data_dir}")
         return train_file, eval_file
-    books = sorted(glob.glob(os.path.join(DATA, "corpus", "gutenberg-*.txt")))
+    books = sorted(glob.glob(os.path.join(cli.DATA, "corpus", "gutenberg-*.txt")))
     train_books = [b for b in books if not b.endswith(DEMO_EVAL_BOOK)]
     eval_books = [b for b in books if b.endswith(DEMO_EVAL_BOOK)]
     vocab_file = FLAGS.vocab_file
@@ -77,10 +64,7 @@ def main(argv):
     from albert_tf.train import runner
 
     demo = not FLAGS.input_file
-    if demo and not os.path.isdir(DATA):
-        raise cli.UsageError(f"the embedded demo needs the data/ folder of a checkout of this repository ({DATA} "
-                             "is missing); run it from a clone, or give your own data flags")
-    defaults = dict(DEMO) if demo else {}
+    defaults = cli.demo_preset("pretraining") if demo else {}  # data/demos/pretraining.json
     if demo and FLAGS.vocab_file and not FLAGS["spm_model_file"].present:
         defaults.pop("spm_model_file")  # a WordPiece vocabulary given for the demo replaces the SentencePiece model
     if demo:

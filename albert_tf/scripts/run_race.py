@@ -23,10 +23,6 @@ from absl import flags
 
 from albert_tf import cli
 
-# The checkout this module is in: the demo uses its data/ folder and writes under its runs/ folder.
-HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DATA = os.path.join(HERE, "data")
-
 flags.DEFINE_string("data_dir", None, "Directory holding RACE/{train,dev,test}/{middle,high}/*.txt. Without it: "
                                       "the demo.")
 flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained model.")
@@ -70,17 +66,6 @@ cli.define_runtime_flags()
 
 FLAGS = flags.FLAGS
 
-# The embedded default: every flag the user did not set takes these values when --data_dir is absent.
-DEMO = {
-    "data_dir": os.path.join(DATA, "race"),
-    "albert_config_file": os.path.join(DATA, "albert_config_tiny.json"),
-    "spm_model_file": os.path.join(DATA, "30k-clean.model"),
-    "output_dir": os.path.join(HERE, "runs", "race_demo"),
-    "max_seq_length": 128, "max_qa_length": 48, "do_train": True, "do_eval": True, "do_predict": True,
-    "train_batch_size": 8, "eval_batch_size": 8, "predict_batch_size": 8, "learning_rate": 1e-4,
-    "train_step": 100, "warmup_step": 10, "save_checkpoints_steps": 50, "iterations_per_loop": 10, "log_every": 10,
-}
-
 
 def main(argv):
     del argv
@@ -89,10 +74,7 @@ def main(argv):
     from albert_tf.tasks.race import RaceParams, run_race
 
     demo = not FLAGS.data_dir
-    if demo and not os.path.isdir(DATA):
-        raise cli.UsageError(f"the embedded demo needs the data/ folder of a checkout of this repository ({DATA} "
-                             "is missing); run it from a clone, or give your own data flags")
-    defaults = DEMO if demo else {}
+    defaults = cli.demo_preset("race") if demo else {}  # data/demos/race.json
     if demo:
         print("No --data_dir: running the embedded demo (tiny ALBERT on the RACE sample in data/race).")
     if FLAGS.task_name.lower() != "race":
