@@ -86,7 +86,7 @@ from albert_tf.tasks.classification import ClassificationTask, ClassifierParams,
 from albert_tf.tasks.squad import INPUT_KEYS, SquadParams, TrainableSquad, padded_to, run_squad
 from albert_tf.text.tokenization import FullTokenizer
 from albert_tf.train.optimization import create_optimizer
-from albert_tf.train.predict import predict_in_order
+from albert_tf.train.ordered_prediction import predict_in_order
 
 ROOT = common.REPO
 SPM = os.path.join(ROOT, "data", "30k-clean.model")

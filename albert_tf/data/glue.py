@@ -676,7 +676,7 @@ def eval_dataset(record_path, max_seq_length, batch_size, regression, num_exampl
     fill the last step).
 
     With `dynamic_padding`, examples are sorted by length within windows of batches and each batch is padded
-    to its longest; `example_index` restores file order (`albert_tf.train.predict`).
+    to its longest; `example_index` restores file order (`albert_tf.train.ordered_prediction`).
     """
     examples = tf.data.TFRecordDataset(record_path).map(_parse(max_seq_length, regression),
                                                         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

@@ -4,7 +4,7 @@
   (seed + pass), so every iterator yields the same order and a resumed run can skip what it has seen;
 * `ordered_batches`: every example once, tagged with its position (`example_index`) and padded with index -1
   examples to a multiple of the global batch, so every replica of every step gets a full batch and the
-  predictor (`albert_tf.train.predict`) can put the outputs back in file order;
+  predictor (`albert_tf.train.ordered_prediction`) can put the outputs back in file order;
 * `unreadable_file`: which of a list of record files is truncated or corrupted (to name it in an error).
 
 Pretraining records:
@@ -263,7 +263,7 @@ def shard_for(records, input_context):
 
 def ordered_batches(examples, num_examples, global_batch_size, input_context=None, dynamic_padding=False,
                     sequence_features=(), sort_window_batches=64):
-    """Every example once, in batches whose outputs `albert_tf.train.predict` puts back in order.
+    """Every example once, in batches whose outputs `albert_tf.train.ordered_prediction` puts back in order.
 
     Args:
       examples: a dataset of feature dicts (fixed shapes), in file order.

@@ -855,7 +855,7 @@ def prediction_dataset(feature_file, max_seq_length, global_batch_size, num_feat
     With `dynamic_padding`, windows are sorted by length within groups of `window_batches` batches and each batch
     is cut to its longest window (`input_ids`, `input_mask`, `segment_ids`, `p_mask`), but to no fewer than
     `min_length` positions (the v2.0 head takes its `start_n_top`/`end_n_top` best positions); `example_index`
-    restores file order (`albert_tf.train.predict`).
+    restores file order (`albert_tf.train.ordered_prediction`).
     """
     windows = tf.data.TFRecordDataset(feature_file).map(lambda s: _decode(s[None], max_seq_length, False)).unbatch()
     batches = records.ordered_batches(windows, num_features, global_batch_size, input_context=input_context,

@@ -59,7 +59,7 @@ def main(argv):
             raise cli.UsageError("--text_columns takes one or two non-negative column numbers")
 
     from albert_tf import fileio  # pylint: disable=import-outside-toplevel
-    from albert_tf.serving import predict, rest  # pylint: disable=import-outside-toplevel
+    from albert_tf.serving import batch_prediction, rest  # pylint: disable=import-outside-toplevel
 
     if FLAGS.output_file != "-":
         fileio.refuse_inputs_as_outputs(
@@ -68,13 +68,13 @@ def main(argv):
              ("--encoder_dir", FLAGS.encoder_dir)])
     if FLAGS.request_json:
         if FLAGS.request_json == "-":
-            text = predict.decode_text(sys.stdin.buffer.read(), "<stdin>")
+            text = batch_prediction.decode_text(sys.stdin.buffer.read(), "<stdin>")
         else:
-            text = predict.read_text(FLAGS.request_json)
+            text = batch_prediction.read_text(FLAGS.request_json)
         with rest.ServingSession(FLAGS.export_dir) as session:
             print(json.dumps(session.predict(text)))
         return
-    stats = predict.predict_file(FLAGS.export_dir, FLAGS.input_file, FLAGS.output_file,
+    stats = batch_prediction.predict_file(FLAGS.export_dir, FLAGS.input_file, FLAGS.output_file,
                                  encoder_dir=FLAGS.encoder_dir, batch_size=FLAGS.batch_size,
                                  text_columns=text_columns, skip_header=FLAGS.skip_header, outputs=FLAGS.outputs)
     logging.info("Wrote %d predictions (signature %s) to %s in %.1f s (%.1f examples/s)", stats["examples"],

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.errors import AlbertError
-from albert_tf.serving.predict import PredictError, refusal, to_json
+from albert_tf.serving.batch_prediction import PredictError, refusal, to_json
 
 
 class RestError(AlbertError):

@@ -39,7 +39,7 @@ from albert_tf.settings import setting
 from albert_tf.tasks.base import TaskBase
 from albert_tf.text.preprocessor import AlbertTextPreprocessor
 from albert_tf.train import distribution, runner
-from albert_tf.train.predict import predict_in_order
+from albert_tf.train.ordered_prediction import predict_in_order
 from albert_tf.train.runner import RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
 from albert_tf.train.text_inputs import TextInputs

@@ -23,9 +23,10 @@ from albert_tf.errors import DataError, UsageError
 from albert_tf.evaluation import race as race_metrics
 from albert_tf.model import AlbertForMultipleChoice
 from albert_tf.serving.race import export_race_model
+from albert_tf.settings import setting
 from albert_tf.tasks.base import TaskBase
 from albert_tf.train import runner
-from albert_tf.train.predict import predict_in_order
+from albert_tf.train.ordered_prediction import predict_in_order
 from albert_tf.train.runner import RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
 
@@ -39,37 +40,45 @@ class TrainableMultipleChoice(TrainStep, AlbertForMultipleChoice):
 
 @dataclasses.dataclass(kw_only=True)
 class RaceParams(RuntimeParams):
-    """Everything a RACE run needs; field names and defaults are `run_race.py`'s flags (the original's)."""
+    """Everything a RACE run needs; each `setting` is also `run_race.py`'s flag of the same name and default (the
+    original's), with its help text."""
 
-    albert_config: AlbertConfig
-    data_dir: str
-    output_dir: str
-    spm_model_file: str = None
-    vocab_file: str = None
-    init_checkpoint: str = None
-    do_lower_case: bool = True
-    dropout_prob: float = 0.1
-    max_seq_length: int = 512
-    max_qa_length: int = 128
-    num_keep_checkpoint: int = 5
-    high_only: bool = False
-    middle_only: bool = False
-    do_train: bool = True
-    do_eval: bool = True
-    do_predict: bool = False
-    train_file: str = None
-    eval_file: str = None
-    predict_file: str = None
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    learning_rate: float = 1e-5
-    train_step: int = 12000
-    warmup_step: int = 1000
-    save_checkpoints_steps: int = 100
-    iterations_per_loop: int = 1000
-    optimizer: str = "adamw"
-    export_dir: str = None
+    albert_config: AlbertConfig = setting(help_text="The albert_config.json of the pre-trained model.",
+                                          flag="albert_config_file", kind="string", flag_default=None)
+    data_dir: str = setting(help_text="Directory holding RACE/{train,dev,test}/{middle,high}/*.txt. Without it: the "
+                                      "demo.", flag_default=None)
+    output_dir: str = setting(help_text="Where checkpoints, results and predictions are written.", flag_default=None)
+    spm_model_file: str = setting(None, "The SentencePiece model of the pre-trained model.")
+    vocab_file: str = setting(None, "WordPiece vocabulary (models without a SentencePiece model).")
+    init_checkpoint: str = setting(None, "Initial weights: an original TF1, Hugging Face, keras-hub or albert_tf "
+                                         "checkpoint.")
+    do_lower_case: bool = setting(True, "Lowercase the input text (True for the uncased English models).")
+    dropout_prob: float = setting(0.1, "Dropout probability before the output layer.")
+    max_seq_length: int = setting(512, "Tokens per (article, question + option) sequence, padded or truncated to "
+                                       "this length.")
+    max_qa_length: int = setting(128, "Question + option tokens kept (the last ones).")
+    num_keep_checkpoint: int = setting(5, "Maximum number of checkpoints kept.")
+    high_only: bool = setting(False, "Use only the high school questions.")
+    middle_only: bool = setting(False, "Use only the middle school questions.")
+    do_train: bool = setting(True, "Whether to run training.")
+    do_eval: bool = setting(True, "Whether to evaluate on the dev set.")
+    do_predict: bool = setting(False, "Whether to predict on the test set.")
+    train_file: str = setting(None, "TFRecord cache of the training features (built if absent or stale; default "
+                                    "<output_dir>/train.tf_record).")
+    eval_file: str = setting(None, "TFRecord cache of the dev features (default <output_dir>/eval.tf_record).")
+    predict_file: str = setting(None, "TFRecord cache of the test features (default "
+                                      "<output_dir>/predict.tf_record).")
+    train_batch_size: int = setting(32, "Global batch size for training.")
+    eval_batch_size: int = setting(8, "Global batch size for eval.")
+    predict_batch_size: int = setting(8, "Global batch size for predict.")
+    learning_rate: float = setting(1e-5, "The initial learning rate.")
+    train_step: int = setting(12000, "Total number of training steps.")
+    warmup_step: int = setting(1000, "Steps of linear learning-rate warmup.")
+    save_checkpoints_steps: int = setting(100, "How often to save a checkpoint.")
+    iterations_per_loop: int = setting(1000, "Steps run per call into the device (Keras steps_per_execution).")
+    optimizer: str = setting("adamw", "The optimizer (the original uses adamw for RACE).", choices=("adamw", "lamb"))
+    export_dir: str = setting(None, "Where to write the SavedModel, as <export_dir>/<global_step>/ (default after "
+                                    "training: <output_dir>/saved_model).")
 
 
 def build_model(config, dropout_prob=0.1):

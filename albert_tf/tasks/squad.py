@@ -40,7 +40,7 @@ from albert_tf.settings import setting
 from albert_tf.tasks.base import TaskBase, check_vocab_size
 from albert_tf.text.tokenization import FullTokenizer
 from albert_tf.train import distribution, runner
-from albert_tf.train.predict import predict_in_order
+from albert_tf.train.ordered_prediction import predict_in_order
 from albert_tf.train.runner import RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
 

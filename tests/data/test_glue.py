@@ -251,7 +251,7 @@ def test_predictions_identical_with_and_without_dynamic_padding(sst2_records, ti
     at a time; attending to the padding (input_mask all ones), the negative control, changes the logits a lot."""
     # pylint: disable=import-outside-toplevel
     from albert_tf.tasks.classification import ClassifierParams, build_classifier, run_classifier
-    from albert_tf.train.predict import predict_in_order
+    from albert_tf.train.ordered_prediction import predict_in_order
 
     out = tmp_path / "trained"
     run_classifier(ClassifierParams(

@@ -112,19 +112,19 @@ def test_predict_names_a_line_too_long_for_the_model(word_export, tmp_path):
 def test_predict_blames_the_export_when_it_refuses_even_an_empty_text():
     """A preprocessing export whose rows are longer than the encoder takes refuses every line: the message says
     so rather than naming the first line."""
-    from albert_tf.serving import predict
+    from albert_tf.serving import batch_prediction
 
     class RefusesAll:
         def predict(self, texts_a, texts_b=None):
-            raise predict.InputRefused("sequence length exceeds max_position_embeddings (128)")
+            raise batch_prediction.InputRefused("sequence length exceeds max_position_embeddings (128)")
 
     class RefusesLong:
         def predict(self, texts_a, texts_b=None):
             if any(len(t) > 3 for t in texts_a + (texts_b or [])):
-                raise predict.InputRefused("sequence length exceeds max_position_embeddings (3)")
+                raise batch_prediction.InputRefused("sequence length exceeds max_position_embeddings (3)")
 
-    refused_example = predict._refused_example  # pylint: disable=protected-access
-    refused = predict.InputRefused("sequence length exceeds max_position_embeddings (128)")
+    refused_example = batch_prediction._refused_example  # pylint: disable=protected-access
+    refused = batch_prediction.InputRefused("sequence length exceeds max_position_embeddings (128)")
     error = refused_example(RefusesAll(), [("a",), ("b",)], [3, 5], "in.txt", "export/pre", refused)
     assert str(error) == ("export/pre refuses every input, even an empty text: sequence length exceeds "
                           "max_position_embeddings (128)")

@@ -17,6 +17,7 @@ from albert_tf.serving.race import export_race_model
 from albert_tf.tasks import race as race_task
 from tests.helpers import REPO as REPO_ROOT
 from tests.helpers import SAMPLE_RACE as SAMPLE_DIR
+from tests.helpers import script_flag_definitions
 
 SHARED_RACE = os.path.join(os.path.dirname(REPO_ROOT), "shared", "data", "race")
 needs_shared = pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED_RACE, "RACE", "dev")),
@@ -217,7 +218,7 @@ def test_inference_under_mirrored_strategy_matches_single_device(tiny_config, tm
         import keras
         from albert_tf.data import race
         from albert_tf.tasks.race import build_model
-        from albert_tf.train.predict import predict_in_order
+        from albert_tf.train.ordered_prediction import predict_in_order
         from albert_tf.config import AlbertConfig
         from albert_tf.text.tokenization import FullTokenizer
         config = AlbertConfig.from_json_file({str(config_file)!r})
@@ -247,24 +248,8 @@ def test_inference_under_mirrored_strategy_matches_single_device(tiny_config, tm
     assert "OK 2" in run.stdout
 
 
-def _defined_flags(path):
-    """{name: default} of the `flags.DEFINE_*("name", default, ...)` calls in a source file (no import needed:
-    absl flags are global to a process and importing run_race.py would load TensorFlow)."""
-    import ast  # pylint: disable=import-outside-toplevel
-
-    found = {}
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr.startswith("DEFINE_") and len(node.args) >= 2:
-            found[ast.literal_eval(node.args[0])] = ast.literal_eval(node.args[1])
-    return found
-
-
 def test_cli_flags_and_defaults_match_the_original():
-    defaults = _defined_flags(os.path.join(REPO_ROOT, "albert_tf", "scripts", "run_race.py"))
-    defaults.update(_defined_flags(os.path.join(REPO_ROOT, "albert_tf", "cli.py")))
+    defaults = {name: flag.default for name, flag in script_flag_definitions("run_race.py").items()}
     original = {
         "data_dir": None, "albert_config_file": None, "task_name": "race", "vocab_file": None, "train_file": None,
         "eval_file": None, "predict_file": None, "spm_model_file": None, "output_dir": None, "init_checkpoint": None,

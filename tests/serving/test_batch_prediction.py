@@ -16,7 +16,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data import glue
 from albert_tf.model import AlbertModel, dummy_inputs
 from albert_tf.serving import encoder as export
-from albert_tf.serving import predict, rest
+from albert_tf.serving import batch_prediction, rest
 from tests.helpers import REPO, SPM
 from tests.serving.test_export import (  # the fresh-process and saved_model_cli helpers
     fresh_process,
@@ -62,7 +62,7 @@ def test_preprocessing_and_encoder_pair_give_pooled_embeddings(pair_exports, tok
     lines_file = tmp_path / "lines.txt"
     lines_file.write_text("\n".join(LINES) + "\n\n", encoding="utf-8")  # a trailing blank line is skipped
     progress = []
-    stats = predict.predict_file(pair_exports["preprocessing"], str(lines_file), str(tmp_path / "out.jsonl"),
+    stats = batch_prediction.predict_file(pair_exports["preprocessing"], str(lines_file), str(tmp_path / "out.jsonl"),
                                  encoder_dir=pair_exports["encoder"], batch_size=3,
                                  progress=lambda done, total: progress.append((done, total)))
     assert progress == [(3, 7), (6, 7), (7, 7)]
@@ -76,7 +76,7 @@ def test_preprocessing_and_encoder_pair_give_pooled_embeddings(pair_exports, tok
     # tab-separated pairs, and token vectors on request
     pairs_file = tmp_path / "pairs.tsv"
     pairs_file.write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS), encoding="utf-8")
-    predict.predict_file(pair_exports["preprocessing"], str(pairs_file), str(tmp_path / "pairs.jsonl"),
+    batch_prediction.predict_file(pair_exports["preprocessing"], str(pairs_file), str(tmp_path / "pairs.jsonl"),
                          encoder_dir=pair_exports["encoder"], batch_size=2,
                          outputs=["pooled_output", "sequence_output"])
     records = read_jsonl(tmp_path / "pairs.jsonl")
@@ -86,7 +86,7 @@ def test_preprocessing_and_encoder_pair_give_pooled_embeddings(pair_exports, tok
     assert np.asarray(records[0]["sequence_output"]).shape == (SEQ, 32)
 
     # columns of a GLUE file with a header
-    predict.predict_file(pair_exports["preprocessing"], SST2_DEV, str(tmp_path / "sst2.jsonl"),
+    batch_prediction.predict_file(pair_exports["preprocessing"], SST2_DEV, str(tmp_path / "sst2.jsonl"),
                          encoder_dir=pair_exports["encoder"], batch_size=64, text_columns=[0], skip_header=True)
     records = read_jsonl(tmp_path / "sst2.jsonl")
     assert len(records) == 100 and records[0]["text"].startswith("it 's a charming")
@@ -95,27 +95,27 @@ def test_preprocessing_and_encoder_pair_give_pooled_embeddings(pair_exports, tok
 def test_predict_refuses_bad_files_and_exports(pair_exports, tmp_path):
     mixed = tmp_path / "mixed.tsv"
     mixed.write_text("one text\ntwo\ttexts\n", encoding="utf-8")
-    with pytest.raises(predict.PredictError, match="different numbers of columns"):
-        predict.read_examples(str(mixed))
+    with pytest.raises(batch_prediction.PredictError, match="different numbers of columns"):
+        batch_prediction.read_examples(str(mixed))
     wide = tmp_path / "wide.tsv"
     wide.write_text("a\tb\tc\n", encoding="utf-8")
-    with pytest.raises(predict.PredictError, match=r"wide.tsv:1: has 3 tab-separated columns"):
-        predict.read_examples(str(wide))
-    with pytest.raises(predict.PredictError, match="column 5 was asked for"):
-        predict.read_examples(str(wide), text_columns=[5])
-    with pytest.raises(predict.PredictError, match="input file not found"):
-        predict.read_examples(str(tmp_path / "missing.txt"))
+    with pytest.raises(batch_prediction.PredictError, match=r"wide.tsv:1: has 3 tab-separated columns"):
+        batch_prediction.read_examples(str(wide))
+    with pytest.raises(batch_prediction.PredictError, match="column 5 was asked for"):
+        batch_prediction.read_examples(str(wide), text_columns=[5])
+    with pytest.raises(batch_prediction.PredictError, match="input file not found"):
+        batch_prediction.read_examples(str(tmp_path / "missing.txt"))
     lines = tmp_path / "lines.txt"
     lines.write_text("hello\n", encoding="utf-8")
     # an ids-only export has no text signature: the message lists what it has
-    with pytest.raises(predict.PredictError, match=r"no signature taking one text.*serving_default\(input_ids: int32"):
-        predict.predict_file(pair_exports["encoder"], str(lines), str(tmp_path / "o.jsonl"))
-    with pytest.raises(predict.PredictError, match="not the ids"):
-        predict.Predictor(pair_exports["preprocessing"], encoder_dir=pair_exports["preprocessing"])
-    with pytest.raises(predict.PredictError, match="no SavedModel"):
-        predict.Predictor(str(tmp_path))
-    with pytest.raises(predict.PredictError, match="unknown output"):
-        predict.predict_file(pair_exports["preprocessing"], str(lines), str(tmp_path / "o.jsonl"),
+    with pytest.raises(batch_prediction.PredictError, match=r"no signature taking one text.*serving_default\(input_ids: int32"):
+        batch_prediction.predict_file(pair_exports["encoder"], str(lines), str(tmp_path / "o.jsonl"))
+    with pytest.raises(batch_prediction.PredictError, match="not the ids"):
+        batch_prediction.Predictor(pair_exports["preprocessing"], encoder_dir=pair_exports["preprocessing"])
+    with pytest.raises(batch_prediction.PredictError, match="no SavedModel"):
+        batch_prediction.Predictor(str(tmp_path))
+    with pytest.raises(batch_prediction.PredictError, match="unknown output"):
+        batch_prediction.predict_file(pair_exports["preprocessing"], str(lines), str(tmp_path / "o.jsonl"),
                              encoder_dir=pair_exports["encoder"], outputs=["logits"])
     assert not os.path.exists(tmp_path / "o.jsonl")
 
