@@ -3,7 +3,9 @@ and reading the weights of a checkpoint."""
 
 import collections
 import contextlib
+import functools
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -138,6 +140,33 @@ def tmpfs(path, size="1m", read_only=False):
 
 def log_tail(result, chars=4000):
     return (result.stdout + result.stderr)[-chars:]
+
+
+FlagDefinition = collections.namedtuple("FlagDefinition", ["kind", "default", "help", "enum_values"])
+
+# Prints {name: [kind, default, help, enum values]} of the flags albert_tf's modules define once a script is imported.
+_DUMP_FLAGS = """
+import importlib, json, sys
+from absl import flags
+importlib.import_module("albert_tf.scripts." + sys.argv[1])
+defined = {}
+for module, module_flags in flags.FLAGS.flags_by_module_dict().items():
+    if module.startswith("albert_tf."):
+        for flag in module_flags:
+            choices = getattr(flag.parser, "enum_values", None)
+            defined[flag.name] = ["enum" if choices else flag.flag_type(), flag.default, flag.help, choices]
+print(json.dumps(defined))
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def script_flag_definitions(script):
+    """{name: FlagDefinition} of the flags `albert_tf/scripts/<script>` defines, with the shared ones of
+    `albert_tf/cli.py` it calls in, as absl holds them after importing the script in a separate process (absl
+    flags are global to a process)."""
+    result = subprocess.run([sys.executable, "-c", _DUMP_FLAGS, script.removesuffix(".py")], cwd=REPO,
+                            env=subprocess_env(), capture_output=True, text=True, timeout=300, check=True)
+    return {name: FlagDefinition(*values) for name, values in json.loads(result.stdout).items()}
 
 
 def checkpoint_weights(prefix, startswith="model/"):

@@ -2,50 +2,19 @@
 (the table in tests/original_flags.py, written from reading the original); flags accepted but without effect say
 so in their help text.
 
-Flags are read as absl holds them after importing the script in a separate process (absl flags are global to a
-process), so flags generated from a params dataclass (`albert_tf.cli.define_flags`) are checked like the ones a
-script defines by hand.
+Flags are read as absl holds them after importing the script in a separate process
+(`tests.helpers.script_flag_definitions`), so flags generated from a params dataclass (`albert_tf.cli.define_flags`)
+are checked like the ones a script defines by hand.
 """
 
-import collections
-import functools
-import json
 import math
 import os
-import subprocess
-import sys
 
 import pytest
 
 from albert_tf.cli import demo_preset
-from tests.helpers import REPO, subprocess_env
+from tests.helpers import script_flag_definitions
 from tests.original_flags import ENUM_CHOICES, FLAGS_DROPPED_BEFORE_FINAL_MASTER, ORIGINAL_FLAGS
-
-FlagDefinition = collections.namedtuple("FlagDefinition", ["kind", "default", "help", "enum_values"])
-
-# Prints {name: [kind, default, help, enum values]} of the flags albert_tf's modules define once a script is imported.
-_DUMP_FLAGS = """
-import importlib, json, sys
-from absl import flags
-importlib.import_module("albert_tf.scripts." + sys.argv[1])
-defined = {}
-for module, module_flags in flags.FLAGS.flags_by_module_dict().items():
-    if module.startswith("albert_tf."):
-        for flag in module_flags:
-            choices = getattr(flag.parser, "enum_values", None)
-            defined[flag.name] = ["enum" if choices else flag.flag_type(), flag.default, flag.help, choices]
-print(json.dumps(defined))
-"""
-
-
-@functools.lru_cache(maxsize=None)
-def script_flag_definitions(script):
-    """{name: FlagDefinition} of the flags `albert_tf/scripts/<script>` defines, with the shared ones of
-    `albert_tf/cli.py` it calls in, read from absl after importing it."""
-    result = subprocess.run([sys.executable, "-c", _DUMP_FLAGS, script.removesuffix(".py")], cwd=REPO,
-                            env=subprocess_env(), capture_output=True, text=True, timeout=300, check=True)
-    return {name: FlagDefinition(*values) for name, values in json.loads(result.stdout).items()}
-
 
 # Flags accepted only so that the original's command lines run, per script here (the README lists them).
 INERT_HERE = {

@@ -22,43 +22,10 @@ import time
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.tasks.race import RaceParams, run_race
 
-flags.DEFINE_string("data_dir", None, "Directory holding RACE/{train,dev,test}/{middle,high}/*.txt. Without it: "
-                                      "the demo.")
-flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the pre-trained model.")
+cli.define_flags(RaceParams)
 flags.DEFINE_string("task_name", "race", "The name of the task (only race).")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (models without a SentencePiece model).")
-flags.DEFINE_string("train_file", None, "TFRecord cache of the training features (built if absent or stale; "
-                                        "default <output_dir>/train.tf_record).")
-flags.DEFINE_string("eval_file", None, "TFRecord cache of the dev features (default <output_dir>/eval.tf_record).")
-flags.DEFINE_string("predict_file", None, "TFRecord cache of the test features (default "
-                                          "<output_dir>/predict.tf_record).")
-flags.DEFINE_string("spm_model_file", None, "The SentencePiece model of the pre-trained model.")
-flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions are written.")
-flags.DEFINE_string("init_checkpoint", None, "Initial weights: an original TF1, Hugging Face, keras-hub or "
-                                             "albert_tf checkpoint.")
-flags.DEFINE_bool("do_lower_case", True, "Lowercase the input text (True for the uncased English models).")
-flags.DEFINE_float("dropout_prob", 0.1, "Dropout probability before the output layer.")
-flags.DEFINE_integer("max_seq_length", 512, "Tokens per (article, question + option) sequence, padded or "
-                                            "truncated to this length.")
-flags.DEFINE_integer("max_qa_length", 128, "Question + option tokens kept (the last ones).")
-flags.DEFINE_integer("num_keep_checkpoint", 5, "Maximum number of checkpoints kept.")
-flags.DEFINE_bool("high_only", False, "Use only the high school questions.")
-flags.DEFINE_bool("middle_only", False, "Use only the middle school questions.")
-flags.DEFINE_bool("do_train", True, "Whether to run training.")
-flags.DEFINE_bool("do_eval", True, "Whether to evaluate on the dev set.")
-flags.DEFINE_bool("do_predict", False, "Whether to predict on the test set.")
-flags.DEFINE_integer("train_batch_size", 32, "Global batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Global batch size for eval.")
-flags.DEFINE_integer("predict_batch_size", 8, "Global batch size for predict.")
-flags.DEFINE_float("learning_rate", 1e-5, "The initial learning rate.")
-flags.DEFINE_integer("train_step", 12000, "Total number of training steps.")
-flags.DEFINE_integer("warmup_step", 1000, "Steps of linear learning-rate warmup.")
-flags.DEFINE_integer("save_checkpoints_steps", 100, "How often to save a checkpoint.")
-flags.DEFINE_integer("iterations_per_loop", 1000, "Steps run per call into the device (Keras steps_per_execution).")
-flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "The optimizer (the original uses adamw for RACE).")
-flags.DEFINE_string("export_dir", None, "Where to write the SavedModel, as <export_dir>/<global_step>/ (default "
-                                        "after training: <output_dir>/saved_model).")
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, dropout and input order.")
 cli.define_hub_module_flag()
 cli.define_tpu_flags()
@@ -71,7 +38,6 @@ def main(argv):
     del argv
     # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig
-    from albert_tf.tasks.race import RaceParams, run_race
 
     demo = not FLAGS.data_dir
     defaults = cli.demo_preset("race") if demo else {}  # data/demos/race.json
