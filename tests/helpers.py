@@ -178,6 +178,20 @@ def checkpoint_weights(prefix, startswith="model/"):
             if name.startswith(startswith) and "VARIABLE_VALUE" in name and "/optimizer/" not in name}
 
 
+def padded_batch(batch=3, length=20, seed=1):
+    """(input_ids, input_mask, segment_ids), int32 [batch, length], batch >= 3: random ids after [CLS], two
+    segments, row 1 padded after 12 tokens and row 2 after 5 (so masks and segments matter)."""
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, 30000, (batch, length)).astype("int32")
+    ids[:, 0] = 2  # [CLS]
+    mask = np.ones((batch, length), "int32")
+    mask[1, 12:] = 0
+    mask[2, 5:] = 0
+    segments = np.zeros((batch, length), "int32")
+    segments[:, 8:] = 1
+    return ids, mask, segments
+
+
 def randomize(model, seed=0, scale=0.3):
     """Sets every weight of `model` to random values far from its initialisation (so that a wrong mapping of any
     one weight changes the outputs)."""

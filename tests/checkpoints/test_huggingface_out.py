@@ -34,7 +34,7 @@ from albert_tf.tasks.classification import ClassifierParams, build_classifier, r
 from albert_tf.tasks.squad import SquadParams, TrainableSquad, run_squad  # noqa: E402
 from albert_tf.text.tokenization import FullTokenizer  # noqa: E402
 from tests.helpers import (DATA_DIR, FIXTURES_DIR, REPO, SAMPLE_GLUE, SPM, SQUAD_V1,  # noqa: E402
-                           assert_one_line_error, leftovers, randomize, subprocess_env, tiny_config)
+                           assert_one_line_error, leftovers, padded_batch, randomize, subprocess_env, tiny_config)
 
 SAMPLE = os.path.join(FIXTURES_DIR, "text_sample.txt")
 ZH_SAMPLE = os.path.join(FIXTURES_DIR, "zh_corpus.txt")
@@ -60,18 +60,6 @@ def offline(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
-
-
-def _inputs(batch=3, length=20, seed=1):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(5, 30000, (batch, length)).astype("int32")
-    ids[:, 0] = 2  # [CLS]
-    mask = np.ones((batch, length), "int32")
-    mask[1, 12:] = 0
-    mask[2, 5:] = 0
-    segments = np.zeros((batch, length), "int32")
-    segments[:, 8:] = 1
-    return ids, mask, segments
 
 
 def _torch_inputs(ids, mask, segments):
@@ -133,7 +121,7 @@ def test_encoder_opens_as_auto_model(encoder_folder):
     model, output = encoder_folder
     assert sorted(os.listdir(output)) == sorted(huggingface.MODEL_FILES + huggingface_tokenizer.SPM_FILES)
     assert _architectures(output) == ["AlbertModel"]
-    ids, mask, segments = _inputs()
+    ids, mask, segments = padded_batch()
     hf_model, theirs = _theirs(transformers.AutoModel, output, ids, mask, segments)
     assert type(hf_model).__name__ == "AlbertModel"
     ours = _ours(model, ids, mask, segments)
@@ -148,7 +136,7 @@ def test_pretraining_heads_open_as_albert_for_pretraining(tmp_path):
     output = str(tmp_path / "hf")
     convert.convert(prefix, output, "huggingface")
     assert _architectures(output) == ["AlbertForPreTraining"]
-    ids, mask, segments = _inputs(seed=2)
+    ids, mask, segments = padded_batch(seed=2)
     positions = np.array([[1, 4, 7], [2, 3, 11], [0, 1, 4]], "int32")
     _, theirs = _theirs(transformers.AlbertForPreTraining, output, ids, mask, segments)
     ours = _ours(model, ids, mask, segments, masked_lm_positions=positions)
@@ -174,7 +162,7 @@ def test_classifier_opens_with_its_label_names(tmp_path):
     output = str(tmp_path / "hf")
     convert.convert(prefix, output, "huggingface")
     assert _architectures(output) == ["AlbertForSequenceClassification"]
-    ids, mask, segments = _inputs(seed=4)
+    ids, mask, segments = padded_batch(seed=4)
     hf_model, theirs = _theirs(transformers.AutoModelForSequenceClassification, output, ids, mask, segments)
     assert hf_model.config.num_labels == 3
     assert hf_model.config.id2label == dict(enumerate(LABELS))
@@ -186,7 +174,7 @@ def test_regression_head_is_one_output_with_its_problem_type(tmp_path):
     classifier, prefix = _classifier_run(tmp_path / "run", labels=[None], regression=True)
     output = str(tmp_path / "hf")
     convert.convert(prefix, output, "huggingface")
-    ids, mask, segments = _inputs(seed=5)
+    ids, mask, segments = padded_batch(seed=5)
     hf_model, theirs = _theirs(transformers.AutoModelForSequenceClassification, output, ids, mask, segments)
     assert hf_model.config.num_labels == 1 and hf_model.config.problem_type == "regression"
     _close(theirs.logits, _ours(classifier, ids, mask, segments))
@@ -199,7 +187,7 @@ def test_squad_v1_head_opens_as_question_answering(tmp_path):
     output = str(tmp_path / "hf")
     convert.convert(prefix, output, "huggingface")
     assert _architectures(output) == ["AlbertForQuestionAnswering"]
-    ids, mask, segments = _inputs(seed=6)
+    ids, mask, segments = padded_batch(seed=6)
     _, theirs = _theirs(transformers.AutoModelForQuestionAnswering, output, ids, mask, segments)
     ours = _ours(squad, ids, mask, segments)
     _close(theirs.start_logits, ours["start_logits"])
@@ -304,7 +292,7 @@ def test_run_classifier_exports_the_trained_model(tmp_path):
     assert output == str(tmp_path / "hf") and _architectures(output) == ["AlbertForSequenceClassification"]
     classifier = build_classifier(params.albert_config, 2)
     assert not load_checkpoint(classifier, latest_checkpoint(params.output_dir)).missing  # the trained weights
-    ids, mask, segments = _inputs(seed=7)
+    ids, mask, segments = padded_batch(seed=7)
     hf_model, theirs = _theirs(transformers.AutoModelForSequenceClassification, output, ids, mask, segments)
     assert hf_model.config.id2label == {0: "0", 1: "1"}  # SST-2's labels
     _close(theirs.logits, _ours(classifier, ids, mask, segments))
@@ -353,7 +341,7 @@ def test_run_squad_exports_the_trained_v1_model(tmp_path):
     squad = TrainableSquad(params.albert_config)
     squad(dummy_inputs(seq_length=4), training=False)
     assert not load_checkpoint(squad, latest_checkpoint(params.output_dir)).missing
-    ids, mask, segments = _inputs(seed=8)
+    ids, mask, segments = padded_batch(seed=8)
     _, theirs = _theirs(transformers.AutoModelForQuestionAnswering, output, ids, mask, segments)
     ours = _ours(squad, ids, mask, segments)
     _close(theirs.start_logits, ours["start_logits"])
@@ -382,7 +370,7 @@ def test_run_squad_script_exports_a_fine_tuned_checkpoint(tmp_path):
         cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"Hugging Face folder: {output}" in result.stdout
-    ids, mask, segments = _inputs(seed=9)
+    ids, mask, segments = padded_batch(seed=9)
     _, theirs = _theirs(transformers.AutoModelForQuestionAnswering, str(output), ids, mask, segments)
     _close(theirs.start_logits, _ours(squad, ids, mask, segments)["start_logits"])
 

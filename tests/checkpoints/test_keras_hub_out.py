@@ -20,7 +20,8 @@ from albert_tf.checkpoints import keras_hub_writer
 from albert_tf.model import AlbertModel, dummy_inputs
 from albert_tf.tasks.classification import build_classifier
 from albert_tf.text.tokenization import FullTokenizer, preprocess_text
-from tests.helpers import REPO, SPM, assert_one_line_error, leftovers, randomize, subprocess_env, tiny_config
+from tests.helpers import (REPO, SPM, assert_one_line_error, leftovers, padded_batch, randomize, subprocess_env,
+                           tiny_config)
 
 TEXTS = ["the quick brown fox jumped over the lazy dog.", "Hello World, Héllo CAFÉ!", "  spaces   and\ttabs ",
          "it cost 1,000, then 2,500 more.", "ALBERT: A Lite BERT for Self-supervised Learning"]
@@ -34,18 +35,6 @@ def offline(monkeypatch):
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
-
-
-def _inputs(batch=3, length=20, seed=1):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(5, 30000, (batch, length)).astype("int32")
-    ids[:, 0] = 2  # [CLS]
-    mask = np.ones((batch, length), "int32")
-    mask[1, 12:] = 0
-    mask[2, 5:] = 0
-    segments = np.zeros((batch, length), "int32")
-    segments[:, 8:] = 1
-    return ids, mask, segments
 
 
 def _release_folder(folder, model, config, spm=True):
@@ -84,7 +73,7 @@ def test_backbone_from_preset_computes_what_the_model_computes(converted):
     backbone = keras_hub.models.AlbertBackbone.from_preset(output)
     assert backbone.get_config()["num_groups"] == 2 and backbone.get_config()["num_inner_repetitions"] == 2
     for seed in (1, 2):
-        ids, mask, segments = _inputs(seed=seed)
+        ids, mask, segments = padded_batch(seed=seed)
         ours = model({"input_ids": ids, "input_mask": mask, "segment_ids": segments}, training=False)
         theirs = backbone({"token_ids": ids, "padding_mask": mask, "segment_ids": segments}, training=False)
         for key in ("sequence_output", "pooled_output"):
@@ -127,7 +116,7 @@ def test_fine_tuned_classifier_opens_as_albert_text_classifier(tmp_path):
 
     task = keras_hub.models.AlbertTextClassifier.from_preset(output)
     assert task.num_classes == 3
-    ids, mask, segments = _inputs(seed=4)
+    ids, mask, segments = padded_batch(seed=4)
     ours = np.asarray(classifier({"input_ids": ids, "input_mask": mask, "segment_ids": segments}, training=False))
     theirs = np.asarray(task({"token_ids": ids, "padding_mask": mask, "segment_ids": segments}, training=False))
     np.testing.assert_allclose(theirs, ours, atol=1e-5, rtol=0)
