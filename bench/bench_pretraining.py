@@ -6,7 +6,7 @@ r"""Pretraining throughput on this machine: the full training step, the input pi
         --output_json=/tmp/p.json                         # smoke run
 
 Measures, on pretraining records made from the shipped corpus (seq 128, 20 predictions, as the demo's):
-  * the full step (`AlbertPretrainer` under `fit`: tf.data input, forward, MLM + SOP loss, backward, clipping
+  * the full step (`TrainablePretraining` under `fit`: tf.data input, forward, MLM + SOP loss, backward, clipping
     across replicas, LAMB) in steps/s and examples/s, for the base_v2 shape (batch --base_batch_size, one step
     per call into TF) and for `data/albert_config_tiny.json` with the demo's batch 32 (--tiny_per_loop steps per
     call). The first --warmup_calls calls (tracing, pipeline warm-up) are excluded: the rate is taken between
@@ -34,7 +34,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data import records
 from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data
 from albert_tf.model import dummy_inputs
-from albert_tf.tasks.pretraining import AlbertPretrainer
+from albert_tf.tasks.pretraining import TrainablePretraining
 from albert_tf.train import optimization
 
 REPO = common.REPO
@@ -87,7 +87,7 @@ class CallTimes(keras.callbacks.Callback):
 def train_rate(name, config, path, batch_size, per_loop, steps):
     """(steps/s, examples/s, model) of `fit` on the records, excluding the warm-up calls."""
     keras.utils.set_random_seed(1)
-    model = AlbertPretrainer(config)
+    model = TrainablePretraining(config)
     model(dummy_inputs(num_predictions=1), training=False)
     model.compile(optimizer=optimization.create_optimizer("lamb", 1e-4, 10 ** 6, 0), steps_per_execution=per_loop)
     times = CallTimes()

@@ -14,7 +14,7 @@ Flags:
   --output_json      where the figures go, with the command and machine (bench/results/bench_remat.json).
 
 Each setting (remat off, then on) runs in its own fresh Python process, so one's memory cannot hide in the
-other's; a process builds the model run_pretraining.py trains (`AlbertPretrainer`, its last layer where the heads
+other's; a process builds the model run_pretraining.py trains (`TrainablePretraining`, its last layer where the heads
 read it), compiled as the runner compiles it with LAMB, runs its training step (forward, backward, global-norm
 clipping, LAMB: `train_on_batch` on random MLM + SOP features) once to warm up and --steps more timed, and
 reports its peak resident set size (`resource.getrusage`, the kernel's high-water mark of the whole process:
@@ -73,11 +73,11 @@ def run_one(remat):
     # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig
     from albert_tf.model import dummy_inputs, set_heads_only, set_remat
-    from albert_tf.tasks.pretraining import AlbertPretrainer
+    from albert_tf.tasks.pretraining import TrainablePretraining
     from albert_tf.train.optimization import create_optimizer
 
     config = AlbertConfig.preset(FLAGS.preset)
-    model = set_heads_only(AlbertPretrainer(config))  # as the runner builds and compiles it
+    model = set_heads_only(TrainablePretraining(config))  # as the runner builds and compiles it
     model(dummy_inputs(num_predictions=1), training=False)
     set_remat(model, remat)
     model.compile(optimizer=create_optimizer("lamb", 1e-4, 1000, 10), jit_compile=FLAGS.jit_compile)

@@ -29,9 +29,14 @@ from albert_tf.train.runner import RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
 
 
-@keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertPretrainer(TrainStep, AlbertForPretraining):
+@keras.saving.register_keras_serializable(package="albert_tf", name="AlbertPretrainer")
+class TrainablePretraining(TrainStep, AlbertForPretraining):
     """`AlbertForPretraining` with the project's train/test step (the original's clipping across replicas)."""
+
+
+# The earlier name (still the registered Keras name, so saved `.keras` files load); the task models share the
+# `Trainable*` scheme.
+AlbertPretrainer = TrainablePretraining
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -136,7 +141,7 @@ class PretrainingTask(TaskBase):
                         params.keep_checkpoint_max, params.iterations_per_loop, params.train_batch_size)
 
     def build_model(self, params):
-        model = set_heads_only(AlbertPretrainer(params.albert_config))  # the loss reads the heads only
+        model = set_heads_only(TrainablePretraining(params.albert_config))  # the loss reads the heads only
         model(dummy_inputs(num_predictions=1), training=False)
         return model
 

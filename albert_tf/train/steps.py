@@ -1,6 +1,6 @@
 """The one train and test step of every model here: the original's gradient clipping, done across replicas.
 
-`TrainStep` is a mixin put before a model class (`class AlbertPretrainer(TrainStep, AlbertForPretraining)`);
+`TrainStep` is a mixin put before a model class (`class TrainablePretraining(TrainStep, AlbertForPretraining)`);
 the model supplies its loss through Keras' `compute_loss` (and, where it reports more than the loss, its
 `metrics` / `compute_metrics`), so `fit`, `evaluate`, `train_on_batch` and `test_on_batch` take what Keras hands
 them: a batch of features, or `(x, y)` / `(x, y, sample_weight)` (for models whose labels are features, a labels

@@ -22,7 +22,7 @@ from albert_tf.checkpoints import CheckpointError, native
 from albert_tf.config import AlbertConfig
 from albert_tf.data import records
 from albert_tf.model import dummy_inputs
-from albert_tf.tasks.pretraining import AlbertPretrainer, PretrainingParams, run_pretraining
+from albert_tf.tasks.pretraining import PretrainingParams, TrainablePretraining, run_pretraining
 from albert_tf.train import distribution
 from albert_tf.train.distribution import StrategyError
 from albert_tf.train.optimization import LAMB, create_optimizer
@@ -51,7 +51,7 @@ def tiny_config_file(tmp_path_factory):
 def init_checkpoint(tmp_path_factory):
     """An original-format checkpoint of a randomly initialised tiny model: every strategy starts from it."""
     keras.utils.set_random_seed(3)
-    model = AlbertPretrainer(_tiny())
+    model = TrainablePretraining(_tiny())
     model(dummy_inputs(num_predictions=1), training=False)
     return checkpoints.save_checkpoint(model, str(tmp_path_factory.mktemp("init") / "model.ckpt"), "original")
 
@@ -134,7 +134,7 @@ def _assert_same(actual, expected, atol=0.0, rtol=0.0, what=""):
 def _reference_run(batches, init, output_prefix, **optimizer_args):
     """A single-device step per batch from `init` with the run's optimizer; returns the checkpoint prefix."""
     keras.utils.set_random_seed(SEED)
-    model = AlbertPretrainer(_tiny())
+    model = TrainablePretraining(_tiny())
     model(dummy_inputs(num_predictions=1), training=False)
     model.compile(optimizer=create_optimizer(**optimizer_args))
     model.optimizer.build(model.trainable_variables)
@@ -178,7 +178,7 @@ def _numpy_objective(outputs, batch):
 
 def _model(config=None, **kwargs):
     keras.utils.set_random_seed(1)
-    model = AlbertPretrainer(config or _tiny(), **kwargs)
+    model = TrainablePretraining(config or _tiny(), **kwargs)
     model(dummy_inputs(num_predictions=1), training=False)
     return model
 
@@ -360,7 +360,7 @@ def test_saved_model_serves_in_a_fresh_process_like_the_trained_model(finished_r
     assert {"serving_default", "mlm", "sop", "tokenization_info"} <= set(info["signatures"])
     served = np.load(tmp_path / "outputs.npz")
 
-    model = AlbertPretrainer(_tiny())
+    model = TrainablePretraining(_tiny())
     checkpoints.load_checkpoint(model, tf.train.latest_checkpoint(params.output_dir))
     expected = model.albert(inputs, training=False)
     for name in ("sequence_output", "pooled_output"):
@@ -573,7 +573,7 @@ def test_output_dir_of_a_different_model_is_refused(tmp_path, pretraining_record
 
 def test_init_checkpoint_of_another_config_is_refused_naming_the_variable(tmp_path, pretraining_records):
     keras.utils.set_random_seed(0)
-    other = AlbertPretrainer(AlbertConfig.from_dict({**_tiny().to_dict(), "hidden_size": 48,
+    other = TrainablePretraining(AlbertConfig.from_dict({**_tiny().to_dict(), "hidden_size": 48,
                                                      "intermediate_size": 96}))
     other(dummy_inputs(num_predictions=1), training=False)
     prefix = checkpoints.save_checkpoint(other, str(tmp_path / "other" / "model.ckpt"), "original")
@@ -659,3 +659,9 @@ def test_script_without_do_train_or_do_eval_is_a_usage_error(tmp_path, tiny_conf
     assert result.returncode != 0
     assert "At least one of --do_train or --do_eval must be True" in result.stdout + result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_trainable_pretraining_keeps_its_registered_keras_name():
+    """It was `AlbertPretrainer`: `.keras` files saved then name it so, and must still load."""
+    assert keras.saving.get_registered_name(TrainablePretraining) == "albert_tf>AlbertPretrainer"
+    assert keras.saving.get_registered_object("albert_tf>AlbertPretrainer") is TrainablePretraining

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.tasks.classification import ClassifierParams, TrainableClassifier, run_classifier
-from albert_tf.tasks.pretraining import AlbertPretrainer, PretrainingParams, run_pretraining
+from albert_tf.tasks.pretraining import PretrainingParams, TrainablePretraining, run_pretraining
 from albert_tf.text.tokenization import FullTokenizer, encode_pair
 from albert_tf.train import runner
 from tests.helpers import (
@@ -63,7 +63,7 @@ def test_a_float16_step_is_the_float32_step(kind, float16_policy):
 
     def make():
         if kind == "pretraining":
-            return AlbertPretrainer(config)
+            return TrainablePretraining(config)
         return TrainableClassifier(config, 2, dropout_prob=0.0)
 
     keras.utils.set_random_seed(1)

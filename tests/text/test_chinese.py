@@ -224,7 +224,7 @@ SERVE = textwrap.dedent("""
 def test_run_pretraining_with_vocab_file_exports_a_servable_wordpiece_model(zh_records, zh, tmp_path):
     from albert_tf import checkpoints  # pylint: disable=import-outside-toplevel
     from albert_tf.serving import encoder as export
-    from albert_tf.tasks.pretraining import AlbertPretrainer  # pylint: disable=import-outside-toplevel
+    from albert_tf.tasks.pretraining import TrainablePretraining  # pylint: disable=import-outside-toplevel
 
     config = AlbertConfig(vocab_size=21128, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                           num_attention_heads=4, intermediate_size=64, max_position_embeddings=64)
@@ -274,7 +274,7 @@ def test_run_pretraining_with_vocab_file_exports_a_servable_wordpiece_model(zh_r
     assert outputs["sequence_output"].shape == (len(TEXTS), SEQ, 32)
 
     # The export holds the trained weights.
-    model = AlbertPretrainer(config)
+    model = TrainablePretraining(config)
     checkpoints.load_checkpoint(model, tf.train.latest_checkpoint(str(out)))
     inputs = {name: tf.constant(outputs[name]) for name in ("input_ids", "input_mask", "segment_ids")}
     expected = model.albert(inputs, training=False)

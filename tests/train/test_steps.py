@@ -187,7 +187,7 @@ def _keras_models():
     returns (x, y, labels_are_features)."""
     from albert_tf.model import AlbertClassifier, AlbertForMultipleChoice, AlbertForPretraining, AlbertForSquad
     from albert_tf.tasks.classification import TrainableClassifier
-    from albert_tf.tasks.pretraining import AlbertPretrainer
+    from albert_tf.tasks.pretraining import TrainablePretraining
     from albert_tf.tasks.race import TrainableMultipleChoice
     from albert_tf.tasks.squad import TrainableSquad
     from tests.helpers import tiny_config
@@ -222,7 +222,7 @@ def _keras_models():
 
     return {
         "AlbertForPretraining": (lambda: AlbertForPretraining(config), pretraining),
-        "AlbertPretrainer": (lambda: AlbertPretrainer(config), pretraining),
+        "TrainablePretraining": (lambda: TrainablePretraining(config), pretraining),
         "AlbertForSquad": (lambda: AlbertForSquad(config), squad(False)),
         "TrainableSquad": (lambda: TrainableSquad(config), squad(False)),
         "AlbertForSquad_v2": (lambda: AlbertForSquad(config, version_2=True, dropout_prob=0.0), squad(True)),
@@ -325,7 +325,7 @@ def test_labels_in_two_places_or_of_the_wrong_kind_are_named():
     from albert_tf.model import dummy_inputs
     from albert_tf.model.feature_labels import merge_labels
 
-    make, batch = _keras_models()["AlbertPretrainer"]
+    make, batch = _keras_models()["TrainablePretraining"]
     x, y, _ = batch()
     for built in (False, True):  # unbuilt, and built on other shapes as the pretraining task builds it
         model = _compiled(make)
@@ -334,7 +334,7 @@ def test_labels_in_two_places_or_of_the_wrong_kind_are_named():
         assert np.isfinite(model.train_on_batch({**x, **y}, return_dict=True)["loss"])
     with pytest.raises(ValueError, match="masked_lm_ids given in both x and y"):
         model.train_on_batch({**x, "masked_lm_ids": y["masked_lm_ids"]}, y)
-    with pytest.raises(TypeError, match="AlbertPretrainer reads its labels as named features"):
+    with pytest.raises(TypeError, match="TrainablePretraining reads its labels as named features"):
         model.test_on_batch(x, y["masked_lm_ids"])
     assert merge_labels("m", x, None) is x
     make, batch = _keras_models()["TrainableClassifier"]
