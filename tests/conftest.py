@@ -7,15 +7,13 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA_DIR = os.path.join(REPO_ROOT, "data")
-FIXTURES_DIR = os.path.join(REPO_ROOT, "tests", "fixtures")
+from tests.helpers import DATA_DIR, FIXTURES_DIR, SPM  # noqa: E402  (the one module of test constants)
 
 
 @pytest.fixture(scope="session")
 def spm_model_file():
     """The real ALBERT English SentencePiece model shipped in data/."""
-    return os.path.join(DATA_DIR, "30k-clean.model")
+    return SPM
 
 
 @pytest.fixture(scope="session")

@@ -18,12 +18,12 @@ from albert_tf.text import unicode_graph
 from albert_tf.serving.text_module import export_text_preprocessor
 from albert_tf.text.preprocessor import AlbertTextPreprocessor, pack_inputs
 from albert_tf.text.tokenization import FullTokenizer, TokenizerError, encode_pair, truncate_seq_pair
+from tests.helpers import DATA_DIR, FIXTURES_DIR, SPM
 from tests.text.original_tokenization import original_ids, original_preprocess_text, sst2_lines_with_latex_quotes
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SPM_MODEL = os.path.join(REPO_ROOT, "data", "30k-clean.model")
-VOCAB_FILE = os.path.join(REPO_ROOT, "data", "vocab_chinese.txt")
-SAMPLE_FILE = os.path.join(REPO_ROOT, "tests", "fixtures", "text_sample.txt")
+SPM_MODEL = SPM
+VOCAB_FILE = os.path.join(DATA_DIR, "vocab_chinese.txt")
+SAMPLE_FILE = os.path.join(FIXTURES_DIR, "text_sample.txt")
 
 MODES = {"sentencepiece": {"spm_model_file": SPM_MODEL}, "wordpiece": {"vocab_file": VOCAB_FILE}}
 
