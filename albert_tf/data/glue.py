@@ -495,15 +495,12 @@ def convert_example(example, processor, tokenizer, max_seq_length):
 
 
 def _example_proto(features, regression):
-    def ints(values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-    feature = {name: ints(features[name]) for name in FEATURE_NAMES}
+    feature = {name: records.int64_feature(features[name]) for name in FEATURE_NAMES}
     if regression:
         feature["label_ids"] = tf.train.Feature(float_list=tf.train.FloatList(value=[features["label_ids"]]))
     else:
-        feature["label_ids"] = ints([features["label_ids"]])
-    feature["is_real_example"] = ints([features["is_real_example"]])
+        feature["label_ids"] = records.int64_feature([features["label_ids"]])
+    feature["is_real_example"] = records.int64_feature([features["is_real_example"]])
     return tf.train.Example(features=tf.train.Features(feature=feature))
 
 

@@ -285,14 +285,6 @@ def feature_spec(max_seq_length):
             "label_ids": tf.io.FixedLenFeature([], tf.int64)}
 
 
-def _int_feature(values):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
-def _bytes_feature(value):
-    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode("utf-8")]))
-
-
 def examples_digest(examples):
     """A hash of the examples' text, labels, ids and order."""
     return fileio.fingerprint([[e.question_id, e.level, e.article, e.question, e.options, e.label]
@@ -321,12 +313,12 @@ def write_records(examples, tokenizer, writer, max_seq_length, max_qa_length, lo
             logging.info("*** Example %s (%s) label=%s", example.question_id, example.level, features["label"])
             for choice, tokens in enumerate(features["tokens"]):
                 logging.info("  choice %s: %s", LABELS[choice], " ".join(tokens))
-        record = {name: _int_feature(itertools.chain.from_iterable(features[name]))
+        record = {name: records.int64_feature(itertools.chain.from_iterable(features[name]))
                   for name in ("input_ids", "input_mask", "segment_ids")}
-        record["label_ids"] = _int_feature([features["label"]])
-        record["is_real_example"] = _int_feature([1])
-        record["question_id"] = _bytes_feature(example.question_id)
-        record["level"] = _bytes_feature(example.level)
+        record["label_ids"] = records.int64_feature([features["label"]])
+        record["is_real_example"] = records.int64_feature([1])
+        record["question_id"] = records.bytes_feature(example.question_id)
+        record["level"] = records.bytes_feature(example.level)
         writer.write(tf.train.Example(features=tf.train.Features(feature=record)).SerializeToString())
         if index and index % 10000 == 0:
             logging.info("Wrote %d of %d questions", index, len(examples))

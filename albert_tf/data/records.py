@@ -311,6 +311,16 @@ def ordered_batches(examples, num_examples, global_batch_size, input_context=Non
         .prefetch(tf.data.AUTOTUNE)
 
 
+def int64_feature(values):
+    """A `tf.train.Feature` of int64s, for the feature caches the tasks write."""
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+
+
+def bytes_feature(text):
+    """A `tf.train.Feature` holding one UTF-8 string."""
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode("utf-8")]))
+
+
 def unreadable_file(files):
     """The first of `files` whose records cannot all be read (truncated, corrupted), with TF's reason; or
     (None, None)."""

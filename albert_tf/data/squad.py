@@ -661,33 +661,29 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
 # ------------------------------------------------------------------------------------------------------------------
 # Feature files.
 
-def _int_feature(values):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
-
-
 def feature_to_example(feature, is_training):
     """The `tf.train.Example` of one window: the original's names (`unique_ids`, `input_ids`, `input_mask`,
     `segment_ids`, `p_mask`, and for training `start_positions`, `end_positions`, `is_impossible`) plus what
     post-processing needs (`example_index`, `doc_span_index`, `doc_offset`, `paragraph_len`,
     `tok_start_to_orig_index`, `tok_end_to_orig_index`, `token_is_max_context` over the window's context pieces)."""
     fields = collections.OrderedDict()
-    fields["unique_ids"] = _int_feature([feature.unique_id])
-    fields["input_ids"] = _int_feature(feature.input_ids)
-    fields["input_mask"] = _int_feature(feature.input_mask)
-    fields["segment_ids"] = _int_feature(feature.segment_ids)
-    fields["p_mask"] = _int_feature(feature.p_mask)
+    fields["unique_ids"] = records.int64_feature([feature.unique_id])
+    fields["input_ids"] = records.int64_feature(feature.input_ids)
+    fields["input_mask"] = records.int64_feature(feature.input_mask)
+    fields["segment_ids"] = records.int64_feature(feature.segment_ids)
+    fields["p_mask"] = records.int64_feature(feature.p_mask)
     if is_training:
-        fields["start_positions"] = _int_feature([feature.start_position])
-        fields["end_positions"] = _int_feature([feature.end_position])
-        fields["is_impossible"] = _int_feature([int(bool(feature.is_impossible))])
-    fields["example_index"] = _int_feature([feature.example_index])
-    fields["doc_span_index"] = _int_feature([feature.doc_span_index])
-    fields["doc_offset"] = _int_feature([feature.doc_offset])
-    fields["paragraph_len"] = _int_feature([feature.paragraph_len])
-    fields["tok_start_to_orig_index"] = _int_feature(feature.tok_start_to_orig_index)
-    fields["tok_end_to_orig_index"] = _int_feature(feature.tok_end_to_orig_index)
+        fields["start_positions"] = records.int64_feature([feature.start_position])
+        fields["end_positions"] = records.int64_feature([feature.end_position])
+        fields["is_impossible"] = records.int64_feature([int(bool(feature.is_impossible))])
+    fields["example_index"] = records.int64_feature([feature.example_index])
+    fields["doc_span_index"] = records.int64_feature([feature.doc_span_index])
+    fields["doc_offset"] = records.int64_feature([feature.doc_offset])
+    fields["paragraph_len"] = records.int64_feature([feature.paragraph_len])
+    fields["tok_start_to_orig_index"] = records.int64_feature(feature.tok_start_to_orig_index)
+    fields["tok_end_to_orig_index"] = records.int64_feature(feature.tok_end_to_orig_index)
     num = len(feature.tok_start_to_orig_index)
-    fields["token_is_max_context"] = _int_feature(
+    fields["token_is_max_context"] = records.int64_feature(
         [int(feature.token_is_max_context.get(feature.doc_offset + k, False)) for k in range(num)])
     return tf.train.Example(features=tf.train.Features(feature=fields))
 
