@@ -35,7 +35,9 @@ Known disagreements (`tests/text/test_preprocessor.py::test_known_disagreements`
 """
 
 import os
+import shutil
 import tempfile
+import weakref
 
 import keras
 import tensorflow as tf
@@ -263,8 +265,10 @@ class AlbertTextPreprocessor(keras.layers.Layer):
             with open(path, "rb") as f:
                 if f.read() == self._file_contents:
                     return path
-        # Loaded from a .keras archive (or the file changed): write the contents we use to a private copy.
+        # Loaded from a .keras archive (or the file changed): write the contents we use to a private copy, removed
+        # with the layer (or at exit).
         directory = tempfile.mkdtemp(prefix="albert_tf_tokenizer_")
+        weakref.finalize(self, shutil.rmtree, directory, True)
         path = os.path.join(directory, self._asset_name)
         with open(path, "wb") as f:
             f.write(self._file_contents)

@@ -332,3 +332,22 @@ def test_saved_model_runs_in_a_fresh_process(tmp_path, sample):
             assert [got["single"][k][i] for k in ("input_ids", "input_mask", "segment_ids")] == list(single), a
             assert [got["pair"][k][i] for k in ("input_ids", "input_mask", "segment_ids")] == list(pair_), (a, b)
     assert out["wordpiece"]["tokens"] == [tokenizers["wordpiece"].tokenize(t) for t in texts]
+
+
+def test_private_copy_of_a_changed_tokenizer_file_goes_with_the_layer(tmp_path):
+    """A layer whose tokenizer file changed on disk (or that came from a .keras archive) attaches a private copy of
+    the contents it uses; the copy is removed with the layer, not left in the temporary folder."""
+    import gc  # pylint: disable=import-outside-toplevel
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world"]) + "\n")
+    layer = AlbertTextPreprocessor(vocab_file=str(vocab), max_seq_length=8)
+    layer(["hello world"])
+    vocab.write_text("changed\n")
+    copy = layer._asset_path()  # pylint: disable=protected-access
+    assert copy != str(vocab) and os.path.exists(copy)
+    with open(copy, encoding="utf-8") as f:
+        assert f.read().splitlines()[-1] == "world"
+    del layer
+    gc.collect()
+    assert not os.path.exists(os.path.dirname(copy))
