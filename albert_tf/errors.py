@@ -10,11 +10,11 @@ else is a bug and keeps its traceback. The family, by where each is defined:
   `text.common.TokenizerError` (a tokenizer file);
 * `checkpoints.errors`: `CheckpointError` and its `CheckpointNotFoundError`, `CorruptCheckpointError`,
   `CheckpointMismatchError`;
-* `data`: `glue.DataError` (with `UnknownTaskError`, `MissingSplitError`, `MalformedRowError`,
-  `UnknownLabelError`), `squad.SquadDataError`, `race.RaceFormatError`, `pretraining.PretrainingDataError`, all
-  `DataError`s;
+* `data`: `glue.GlueDataError` (`glue.DataError` is its old name; with `UnknownTaskError`, `MissingSplitError`,
+  `MalformedRowError`, `UnknownLabelError`), `squad.SquadDataError`, `race.RaceFormatError`,
+  `pretraining.PretrainingDataError`, all `DataError`s;
 * `train`: `callbacks.NonFiniteLossError` (a `RunError`), `distribution.StrategyError`;
-* `serving`: `savedmodel.ExportError`, `predict.PredictError`, `rest.RestError`.
+* `serving`: `savedmodel.ExportError`, `batch_prediction.PredictError` (with `InputRefused`), `rest.RestError`.
 """
 
 

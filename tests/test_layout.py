@@ -1,6 +1,8 @@
 """The library's import rules (docs/design.md, "Import rules"), read from the source of every module, imports
 inside functions included: which layer packages may import which, no circles between packages, and training code
-(`tf.GradientTape`, `Model.fit`) only in `albert_tf/train/`."""
+(`tf.GradientTape`, `Model.fit`) only in `albert_tf/train/`. Also the layout's own rules: every module says what it
+is for in a docstring, a package inside a layer (`data/glue/`, `data/squad/`, ...) has an `__init__` that only
+re-exports its modules' names, and no module has the name of a package beside it."""
 
 import ast
 import os
@@ -92,3 +94,34 @@ def test_training_code_only_in_train():
     outside = [path for path, source in MODULES.items()
                if _package(path) != "train" and pattern.search(source)]
     assert not outside
+
+
+def test_every_module_has_a_docstring():
+    assert not [path for path, source in MODULES.items() if ast.get_docstring(ast.parse(source)) is None]
+
+
+def _subpackage_inits():
+    """{path: source} of the `__init__` of every package inside a layer package (e.g. `data/squad/__init__.py`)."""
+    return {path: source for path, source in MODULES.items()
+            if os.path.basename(path) == "__init__.py" and len(path.split(os.sep)) > 2}
+
+
+def test_a_subpackage_init_only_re_exports():
+    inits = _subpackage_inits()
+    assert {os.path.join("data", "glue", "__init__.py"), os.path.join("data", "squad", "__init__.py")} <= set(inits)
+    for path, source in inits.items():
+        imported, exported = set(), []
+        for node in ast.parse(source).body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                imported |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]:
+                exported = ast.literal_eval(node.value)
+            else:
+                assert isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant), (path, ast.dump(node))
+        assert exported and set(exported) <= imported, path
+
+
+def test_no_module_is_named_as_a_package_beside_it():
+    modules = {path[:-len(".py")] for path in MODULES if not path.endswith("__init__.py")}
+    packages = {os.path.dirname(path) for path in MODULES if path.endswith("__init__.py")}
+    assert not modules & packages

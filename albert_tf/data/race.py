@@ -30,13 +30,13 @@ import json
 import logging
 import os
 import random
-import re
 import time
 
 import tensorflow as tf
 
 from albert_tf import fileio
 from albert_tf.data import records
+from albert_tf.data.natural_order import natural_key
 from albert_tf.errors import DataError, MissingDataError, UsageError
 from albert_tf.evaluation.race import LABELS, LEVELS, NO_LABEL
 from albert_tf.text import tokenization
@@ -72,10 +72,6 @@ class RaceExample:
 # Reading
 
 
-def _natural_key(name):
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
-
-
 def split_dir(data_dir, split):
     """The directory of `split` ("train", "dev" or "test"): `data_dir/RACE/split`, or `data_dir/split` when
     `data_dir` is itself the RACE directory."""
@@ -99,7 +95,7 @@ def levels_to_read(high_only=False, middle_only=False):
 
 def level_files(directory):
     """The files of one level directory that are read: `all.txt` alone if present, else every `*.txt`."""
-    names = sorted((n for n in tf.io.gfile.listdir(directory) if n.endswith(".txt")), key=_natural_key)
+    names = sorted((n for n in tf.io.gfile.listdir(directory) if n.endswith(".txt")), key=natural_key)
     if ALL_FILE in names:
         others = len(names) - 1
         if others:
@@ -293,11 +289,9 @@ def examples_digest(examples):
 
 def cache_key(examples, tokenizer, max_seq_length, max_qa_length, order):
     """What a record file is built from (`records.cached_records` keys the cache by it)."""
-    tokenizer_file = tokenizer.spm_model_file or tokenizer.vocab_file
     return {"format": CACHE_FORMAT, "max_seq_length": max_seq_length, "max_qa_length": max_qa_length,
-            "do_lower_case": bool(tokenizer.do_lower_case),
-            "latex_quotes": "kept",  # as the original (caches from when they became '"' lack this: rebuilt)
-            "tokenizer": fileio.file_sha256(tokenizer_file)[:16] if tokenizer_file else None,
+            "latex_quotes": "kept",  # as the original, whatever the tokenizer's rule (caches without it: rebuilt)
+            "tokenizer": records.tokenizer_fingerprint(tokenizer),
             "examples": len(examples), "data": examples_digest(examples), "order": order}
 
 

@@ -403,3 +403,13 @@ def cached_records(path, key_parts, write_records, what=None):
     fileio.write_json(path + ".json", meta)
     logging.info("Wrote %d records to %s", counter.count, path)
     return CachedRecords(path, counter.count, meta, True)
+
+
+def tokenizer_fingerprint(tokenizer):
+    """What task features depend on in a `FullTokenizer`, for the feature caches' keys (GLUE, SQuAD, RACE): its
+    mode, the sha256 of its SentencePiece model (or WordPiece vocabulary) file, its casing and its LaTeX-quote
+    rule."""
+    path = tokenizer.spm_model_file or tokenizer.vocab_file
+    return {"mode": "sentencepiece" if tokenizer.is_sentencepiece else "wordpiece",
+            "file_sha256": fileio.file_sha256(path) if path else None, "do_lower_case": bool(tokenizer.do_lower_case),
+            "map_latex_quotes": bool(tokenizer.map_latex_quotes)}

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf import errors
 from albert_tf.data import glue
+from albert_tf.data.records import read_meta, tokenizer_fingerprint
 from albert_tf.text.tokenization import FullTokenizer, encode_pair
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -106,6 +108,19 @@ def test_qqp_skips_short_rows_as_the_original(tmp_path):
     assert [(e.guid, e.label) for e in examples] == [("0", "0"), ("2", "1")]
 
 
+def test_glue_data_error_keeps_its_old_name_in_the_family():
+    assert glue.DataError is glue.GlueDataError and issubclass(glue.GlueDataError, errors.DataError)
+    assert all(issubclass(e, glue.GlueDataError) for e in (glue.UnknownTaskError, glue.MissingSplitError,
+                                                             glue.MalformedRowError, glue.UnknownLabelError))
+
+
+def test_inferred_labels_in_natural_order(tmp_path):
+    train = _write(str(tmp_path / "train.tsv"), "text\tlabel\n" + "".join(
+        f"t\t{label}\n" for label in ("class10", "class2", "1.5", "-1", "b", "class1", "10")))
+    assert glue.CsvProcessor(train_file=train).get_labels() == [
+        "-1", "1.5", "10", "b", "class1", "class2", "class10"]
+
+
 def test_csv_processor(tmp_path):
     train = _write(str(tmp_path / "train.csv"),
                    'id,review,stars\n1,"Great, really great",10\n2,"He said ""meh""",2\n3,fine,10\n')
@@ -129,7 +144,7 @@ def test_csv_processor(tmp_path):
         pairs.get_train_examples(str(tmp_path))
     with pytest.raises(glue.MissingSplitError, match="no dev file given"):
         pairs.get_dev_examples(str(tmp_path))
-    with pytest.raises(glue.DataError, match="by name only when the files have a header"):
+    with pytest.raises(glue.GlueDataError, match="by name only when the files have a header"):
         glue.CsvProcessor(train_file=train, text_a_column="review", header=False)
     with pytest.raises(glue.MalformedRowError, match="no column named 'text'"):
         glue.CsvProcessor(train_file=train, delimiter=",", text_a_column="text", label_column="stars") \
@@ -184,6 +199,8 @@ def test_features_and_cache_keys(tmp_path, tok):
     with open(changed.path + ".json", "w", encoding="utf-8") as f:
         f.write('{"key": "something else"}')
     assert glue.cached_features(processor, str(data_dir), "dev", tok, 48, cache).written
+    # The tokenizer part of the key is the one every task's cache uses.
+    assert read_meta(changed.path)["key"]["tokenizer"] == tokenizer_fingerprint(tok)
 
 
 def test_regression_records_and_texts_helper(tmp_path, tok):

@@ -14,10 +14,10 @@ import zipfile
 import numpy as np
 import pytest
 
-from albert_tf.data import squad
+from albert_tf.data import records, squad
 from albert_tf.evaluation import squad as squad_evaluation
 from albert_tf.evaluation import squad_postprocessing as post
-from albert_tf.text.tokenization import preprocess_text
+from albert_tf.text.tokenization import FullTokenizer, preprocess_text
 from tests.helpers import REPO
 from tests.helpers import SQUAD_V1 as SAMPLE_V1
 from tests.helpers import SQUAD_V2 as SAMPLE_V2
@@ -130,9 +130,16 @@ def test_long_question_is_cut_to_max_query_length_and_the_context_kept(tokenizer
         squad.convert_examples_to_features([example], tokenizer, 64, 16, 64, False)
 
 
-def test_wordpiece_tokenizer_is_refused_with_a_clear_message(tmp_path):
-    from albert_tf.text.tokenization import FullTokenizer
+def test_a_context_without_alignment_is_counted_not_raised(tokenizer):
+    with pytest.raises(squad.AlignmentError, match="the context is empty"):
+        squad.align_context("", [], True)
+    stats = squad.ConversionStats()
+    empty = squad.SquadExample(qas_id="q1", question_text="what?", paragraph_text="")
+    assert squad.convert_examples_to_features([empty], tokenizer, 64, 16, 8, False, stats=stats) == []
+    assert stats.alignment_failures == ["q1"]
 
+
+def test_wordpiece_tokenizer_is_refused_with_a_clear_message(tmp_path):
     vocab = _write(tmp_path / "vocab.txt", "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b"]) + "\n")
     wordpiece = FullTokenizer(vocab_file=vocab)
     with pytest.raises(ValueError, match="need a SentencePiece tokenizer.*WordPiece .* not supported"):
@@ -393,6 +400,10 @@ def test_feature_cache_round_trip_reuse_and_rebuild(tokenizer, tmp_path, caplog)
     os.remove(feature_file + ".json")
     again = squad.build_or_load_features(SAMPLE_V2, feature_file, tokenizer, 128, 48, 32, is_training=False)
     assert not again.from_cache and again.features == rebuilt.features
+    # The tokenizer is keyed as in every task's cache, so a cased one rebuilds.
+    assert records.read_meta(feature_file)["key"]["tokenizer"] == records.tokenizer_fingerprint(tokenizer)
+    cased = FullTokenizer(spm_model_file=tokenizer.spm_model_file, do_lower_case=False)
+    assert not squad.build_or_load_features(SAMPLE_V2, feature_file, cased, 128, 48, 32, is_training=False).from_cache
     # Training files hold the labels, in the original's record layout.
     train_file = str(tmp_path / "train.tf_record")
     train = squad.build_or_load_features(SAMPLE_V2, train_file, tokenizer, 128, 64, 32, is_training=True)
