@@ -25,30 +25,26 @@ from albert_tf.settings import flag_specs
 
 
 def define_tpu_flags():
-    """The original release's TPU flags (same names and defaults)."""
-    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --strategy=tpu).")
-    flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use: its name, grpc:// address, or 'local' on a "
-                                          "TPU VM.")
-    flags.DEFINE_string("tpu_zone", None, "GCE zone of the Cloud TPU (found from metadata if not given).")
-    flags.DEFINE_string("gcp_project", None, "GCP project of the Cloud TPU (found from metadata if not given).")
-    flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
-    flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility and unused: TPUStrategy finds the cores "
-                                             "itself.")
+    """The original release's TPU flags (same names and defaults), generated from `train.runner.RuntimeParams`."""
+    from albert_tf.train.runner import TPU_SETTINGS, RuntimeParams  # pylint: disable=import-outside-toplevel
+
+    define_flags(RuntimeParams, only=TPU_SETTINGS)
 
 
 def define_runtime_flags():
-    """Strategy, precision, compilation and memory flags this project adds."""
-    from albert_tf.train.distribution import STRATEGIES  # pylint: disable=import-outside-toplevel
+    """Strategy, precision, compilation and memory flags this project adds: the other settings of
+    `train.runner.RuntimeParams`."""
+    from albert_tf.train.runner import TPU_SETTINGS, RuntimeParams  # pylint: disable=import-outside-toplevel
 
-    flags.DEFINE_enum("strategy", "default", list(STRATEGIES),
-                      "tf.distribute strategy: tpu, mirrored (GPUs of one machine), multi_worker (TF_CONFIG), "
-                      "one_device, or default (no distribution).")
-    flags.DEFINE_enum("mixed_precision", None, ["bf16", "fp16"],
-                      "Mixed precision: bf16 (TPUs, recent GPUs) or fp16 (GPUs, with loss scaling).")
-    flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
-    flags.DEFINE_bool("remat", False, "Recompute each Transformer block's activations in the backward pass "
-                                      "instead of keeping them (less memory, more compute).")
-    flags.DEFINE_integer("log_every", 100, "Log the training metrics every this many steps (0: quiet).")
+    define_flags(RuntimeParams, exclude=TPU_SETTINGS)
+
+
+def runtime_settings():
+    """The settings of `train.runner.RuntimeParams`, which every task's params inherit: `define_tpu_flags` and
+    `define_runtime_flags` define their flags, so a training script leaves them out of its params' `define_flags`."""
+    from albert_tf.train.runner import RuntimeParams  # pylint: disable=import-outside-toplevel
+
+    return tuple(flag_specs(RuntimeParams))
 
 
 _DEFINE = {"bool": flags.DEFINE_bool, "integer": flags.DEFINE_integer, "float": flags.DEFINE_float,

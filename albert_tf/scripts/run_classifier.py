@@ -29,7 +29,7 @@ from absl import flags
 from albert_tf import cli
 from albert_tf.tasks.classification import ClassifierParams, run_classifier
 
-cli.define_flags(ClassifierParams)
+cli.define_flags(ClassifierParams, exclude=cli.runtime_settings())
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation and of the input order.")
 # Your own data.
 flags.DEFINE_string("train_file", None, "Your own data: the training file (CSV/TSV).")

@@ -24,7 +24,7 @@ from absl import flags
 from albert_tf import cli
 from albert_tf.tasks.race import RaceParams, run_race
 
-cli.define_flags(RaceParams)
+cli.define_flags(RaceParams, exclude=cli.runtime_settings())
 flags.DEFINE_string("task_name", "race", "The name of the task (only race).")
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, dropout and input order.")
 cli.define_hub_module_flag()

@@ -30,7 +30,7 @@ from absl import flags, logging
 from albert_tf import cli
 from albert_tf.tasks.squad import SquadParams, SquadTask, run_squad
 
-cli.define_flags(SquadParams)
+cli.define_flags(SquadParams, exclude=cli.runtime_settings())
 flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary: not supported for SQuAD (see --spm_model_file).")
 flags.DEFINE_string("predict_feature_left_file", None, "Accepted for compatibility and unused: what the original "
                                                        "pickled there is stored in --predict_feature_file.")

@@ -38,6 +38,7 @@ from albert_tf import checkpoints, fileio
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import RunError, UsageError
 from albert_tf.model import set_remat
+from albert_tf.settings import setting
 from albert_tf.train import callbacks, distribution, optimization
 from albert_tf.train.best_checkpoint import CheckpointEvaluator, best_checkpoint_prefix
 
@@ -46,23 +47,33 @@ PRECISION_POLICIES = {None: "float32", "": "float32", "fp32": "float32", "bf16":
                       "fp16": "mixed_float16"}
 
 
+# The original's TPU flags among `RuntimeParams`' settings (`cli.define_tpu_flags`); the others are this project's
+# (`cli.define_runtime_flags`).
+TPU_SETTINGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores")
+
+
 @dataclasses.dataclass(kw_only=True)
 class RuntimeParams:
     """Where and how a run executes, common to every script: the original's TPU flags, `--strategy`,
-    precision, XLA, activation recomputation, the seed and the logging interval (field names = flag names)."""
+    precision, XLA, activation recomputation, the seed and the logging interval. Each `setting` field is the
+    flag of its name; `random_seed` is none, as each script says what its seed seeds."""
 
-    strategy: str = "default"
-    use_tpu: bool = False
-    tpu_name: str = None
-    tpu_zone: str = None
-    gcp_project: str = None
-    master: str = None
-    num_tpu_cores: int = 8
-    mixed_precision: str = None
-    jit_compile: bool = False
-    remat: bool = False
+    strategy: str = setting("default", "tf.distribute strategy: tpu, mirrored (GPUs of one machine), multi_worker "
+                                       "(TF_CONFIG), one_device, or default (no distribution).",
+                            choices=distribution.STRATEGIES)
+    use_tpu: bool = setting(False, "Whether to use TPU (same as --strategy=tpu).")
+    tpu_name: str = setting(None, "The Cloud TPU to use: its name, grpc:// address, or 'local' on a TPU VM.")
+    tpu_zone: str = setting(None, "GCE zone of the Cloud TPU (found from metadata if not given).")
+    gcp_project: str = setting(None, "GCP project of the Cloud TPU (found from metadata if not given).")
+    master: str = setting(None, "[Optional] TensorFlow master URL.")
+    num_tpu_cores: int = setting(8, "Accepted for compatibility and unused: TPUStrategy finds the cores itself.")
+    mixed_precision: str = setting(None, "Mixed precision: bf16 (TPUs, recent GPUs) or fp16 (GPUs, with loss "
+                                         "scaling).", choices=("bf16", "fp16"))
+    jit_compile: bool = setting(False, "Compile the training step with XLA.")
+    remat: bool = setting(False, "Recompute each Transformer block's activations in the backward pass instead of "
+                                 "keeping them (less memory, more compute).")
     random_seed: int = 12345
-    log_every: int = 100
+    log_every: int = setting(100, "Log the training metrics every this many steps (0: quiet).")
 
 
 @dataclasses.dataclass(frozen=True)
