@@ -16,14 +16,17 @@ Three rules every script follows through this module:
   directories, see `remove_stale_checkpoint_temps`) are ever removed, and `refuse_inputs_as_outputs` stops a run
   whose output is one of its inputs before anything is written.
 
-Local paths and remote ones (`gs://...`, through `tf.io.gfile`) both work; locks are local-only.
+Local paths and remote ones (`gs://...`, through `tf.io.gfile`) both work; locks are local-only. Input flags
+that take comma-separated globs are expanded by one rule, `expand_globs`.
 """
 
 import contextlib
 import errno
 import fcntl
+import glob
 import hashlib
 import json
+import logging
 import os
 import posixpath
 import re
@@ -32,7 +35,9 @@ import socket
 import sys
 import uuid
 
-from albert_tf.errors import AlbertError, RunError, UsageError
+from albert_tf.errors import AlbertError, DataError, MissingDataError, RunError, UsageError
+
+logger = logging.getLogger(__name__)
 
 STAGING_NAME = ".albert_tf"
 _STAGED = re.compile(r"^\.(?P<name>.+)\.partial-(?P<pid>\d+)-[0-9a-z_]{8}$")
@@ -93,6 +98,60 @@ def _io_errors():
 
 def is_remote(path):
     return "://" in str(path)
+
+
+GLOB_ORDERS = ("given", "sorted")
+
+
+def expand_globs(patterns, what="--input_file", order="given", kind="input files", error=None):
+    """The files that glob patterns match: the one glob rule of every input flag.
+
+    `patterns` is a comma-separated str (or UTF-8 bytes) or a list of patterns; blank ones are ignored. A remote
+    pattern (gs://, s3://, hdfs://) is expanded by `tf.io.gfile.glob`; a local one after `~` expansion by Python's
+    `glob`, keeping files only (a glob's directories are skipped; `*` does not match names that start with ".", so
+    the hidden staging folders are never read). A local pattern without wildcards that names a directory is an
+    error naming `what` (the flag; None where the caller names it). A pattern that matches nothing is a warning;
+    every file is listed once.
+
+    `order` is part of what a tool writes, and the tools differ on purpose:
+      "given": pattern by pattern, in the order given, each pattern's matches sorted (as the original's tools
+        extend their list pattern by pattern). `create_pretraining_data.py` seeds its records by a file's position
+        in this list, and `prepare_corpus.py` and `create_vocab.py` read in it, so their outputs follow the order
+        the user wrote.
+      "sorted": one sorted list whatever the order of the patterns: `run_pretraining.py`'s record files, whose
+        index in the list keys the shuffle and online masking, so "a,b" and "b,a" are the same run.
+
+    Raises:
+      `error` (default `MissingDataError`) when nothing matches at all, the message "no <kind> matched
+      '<patterns>'"; `error` (default `DataError`) for a directory.
+    """
+    if order not in GLOB_ORDERS:
+        raise ValueError(f"order must be one of {GLOB_ORDERS}, got {order!r}")
+    if isinstance(patterns, bytes):
+        patterns = patterns.decode("utf-8")
+    if isinstance(patterns, str):
+        patterns = patterns.split(",")
+    patterns = [p.strip() for p in patterns if p and p.strip()]
+    files, seen = [], set()
+    for pattern in patterns:
+        if is_remote(pattern):
+            matches = sorted(_tf().io.gfile.glob(pattern))
+        else:
+            path = os.path.expanduser(pattern)
+            if not glob.has_magic(pattern) and os.path.isdir(path):
+                raise (error or DataError)(f"{what + ' ' if what else ''}{pattern} is a directory; give files, or "
+                                           f"a glob such as {os.path.join(pattern, '*')}")
+            matches = sorted(p for p in glob.glob(path) if os.path.isfile(p))
+        if not matches:
+            logger.warning("%s pattern %r matched no files", what or "input", pattern)
+        for match in matches:
+            if match not in seen:
+                seen.add(match)
+                files.append(match)
+    if not files:
+        given = ",".join(patterns) or f"(empty {what or 'pattern'})"
+        raise (error or MissingDataError)(f"no {kind} matched {given!r}")
+    return sorted(files) if order == "sorted" else files
 
 
 def _makedirs(path):

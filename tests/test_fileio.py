@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import fileio
-from albert_tf.errors import RunError
+from albert_tf.errors import DataError, MissingDataError, RunError
 from tests.helpers import leftovers, subprocess_env, tmpfs
 
 
@@ -213,3 +213,44 @@ def test_no_write_replaces_a_protected_input(tmp_path):
         fileio.write_text(str(tmp_path / "other.txt"), "x")
     assert records.read_text() == "the user's file"
     fileio.write_results(str(records), {"a": 1})  # outside the block nothing is protected
+
+
+def test_one_glob_rule_for_every_input_flag(tmp_path, monkeypatch, caplog):
+    for name in ("b.txt", "a.txt", "c.gz", ".hidden.txt"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "sub.txt").mkdir()  # a directory a glob matches is skipped
+    a, b, c = (str(tmp_path / n) for n in ("a.txt", "b.txt", "c.gz"))
+    given = f"{tmp_path}/*.gz, ,{tmp_path}/*.txt,{a}"
+    # "given": pattern by pattern, each sorted, each file once (where it first appears); "sorted": one sorted list
+    assert fileio.expand_globs(given) == [c, a, b]
+    assert fileio.expand_globs(given, order="sorted") == [a, b, c]
+    assert fileio.expand_globs([b, a, b]) == [b, a] and fileio.expand_globs(f"{b},{a}".encode()) == [b, a]
+    assert fileio.expand_globs(f"{tmp_path}/.h*") == [str(tmp_path / ".hidden.txt")]  # asked for by name only
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert fileio.expand_globs("~/a.txt") == [a]
+    with caplog.at_level("WARNING", logger="albert_tf.fileio"):
+        assert fileio.expand_globs(f"{tmp_path}/none-*,{a}", what="--train_file") == [a]
+    assert f"--train_file pattern '{tmp_path}/none-*' matched no files" in caplog.text
+    with pytest.raises(MissingDataError, match=rf"^no input files matched '{tmp_path}/none-\*,{tmp_path}/x'$"):
+        fileio.expand_globs(f"{tmp_path}/none-*, {tmp_path}/x")
+    with pytest.raises(MissingDataError, match=r"^no record files matched '\(empty --eval_input_file\)'$"):
+        fileio.expand_globs(" , ", what="--eval_input_file", kind="record files")
+    with pytest.raises(DataError, match=rf"^--input_file {tmp_path} is a directory; give files, or a glob "):
+        fileio.expand_globs(str(tmp_path))
+
+    class OwnError(DataError):
+        pass
+
+    with pytest.raises(OwnError, match="no input files matched"):
+        fileio.expand_globs(f"{tmp_path}/none", error=OwnError)
+    with pytest.raises(ValueError, match="order"):
+        fileio.expand_globs(a, order="shuffled")
+
+
+def test_remote_globs_go_through_gfile():
+    for name in ("b", "a"):
+        with tf.io.gfile.GFile(f"ram://globs/{name}.txt", "w") as f:
+            f.write("x")
+    assert fileio.expand_globs("ram://globs/b.txt,ram://globs/*.txt") == ["ram://globs/b.txt", "ram://globs/a.txt"]
+    assert fileio.expand_globs("ram://globs/b.txt,ram://globs/*.txt", order="sorted") == [
+        "ram://globs/a.txt", "ram://globs/b.txt"]

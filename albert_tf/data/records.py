@@ -53,22 +53,13 @@ def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
 
 
 def expand_file_patterns(file_patterns):
-    """Sorted, de-duplicated files matching a glob, a comma-separated list of globs, or a list of globs.
+    """The record files of a glob, a comma-separated list of globs, or a list of globs: `fileio.expand_globs`
+    with one sorted list (`order="sorted"`: a file's index keys the shuffle and online masking).
 
     Raises:
-      ValueError: nothing matched; the message names the patterns.
+      DataError: nothing matched ("no pretraining record files matched ..."), or a pattern names a directory.
     """
-    if isinstance(file_patterns, (str, bytes)):
-        file_patterns = file_patterns.decode() if isinstance(file_patterns, bytes) else file_patterns
-        file_patterns = file_patterns.split(",")
-    patterns = [p.strip() for p in file_patterns if p and p.strip()]
-    files = []
-    for pattern in patterns:
-        files.extend(tf.io.gfile.glob(pattern))
-    files = sorted(set(files))
-    if not files:
-        raise DataError(f"no pretraining record files match {','.join(patterns) or '(no pattern)'!r}")
-    return files
+    return fileio.expand_globs(file_patterns, what=None, order="sorted", kind="pretraining record files")
 
 
 def _first_record(path):

@@ -9,7 +9,6 @@ atomically through `albert_tf.fileio`. The recipe, its flags and what differs fr
 
 import bz2
 import dataclasses
-import glob
 import gzip
 import io
 import logging
@@ -22,7 +21,7 @@ import threading
 import time
 
 from albert_tf import fileio
-from albert_tf.errors import DataError, MissingDataError, UsageError
+from albert_tf.errors import DataError, UsageError
 from albert_tf.text.tokenization import SPECIAL_TOKENS, preprocess_text
 
 logger = logging.getLogger(__name__)
@@ -50,31 +49,6 @@ _READ_BLOCK = 1 << 20
 
 
 # ----------------------------------------------------------------- inputs
-def expand_input_patterns(patterns, what="--input_file"):
-    """Files matching comma-separated glob patterns, in pattern order (each sorted), without duplicates."""
-    if isinstance(patterns, str):
-        patterns = patterns.split(",")
-    patterns = [p.strip() for p in patterns if p and p.strip()]
-    files = []
-    for pattern in patterns:
-        if fileio.is_remote(pattern):
-            import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-            matches = sorted(tf.io.gfile.glob(pattern))
-        else:
-            path = os.path.expanduser(pattern)
-            if not glob.has_magic(pattern) and os.path.isdir(path):
-                raise DataError(f"{what} {pattern} is a directory; give text files, or a glob such as "
-                                f"{os.path.join(pattern, '*.txt')}")
-            matches = sorted(p for p in glob.glob(path) if os.path.isfile(p))
-        if not matches:
-            logger.warning("%s pattern %r matched no files", what, pattern)
-        files.extend(m for m in matches if m not in files)
-    if not files:
-        raise MissingDataError(f"{what}: no input files matched {','.join(patterns) or '(empty)'!r}")
-    return files
-
-
 def _size(path):
     if fileio.is_remote(path):
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -427,7 +401,7 @@ def create_vocab(input_patterns, model_prefix, options=None, input_sentence_size
         raise UsageError(f"--input_sentence_size={input_sentence_size}: must be positive (it bounds memory)")
     if not model_prefix or model_prefix.endswith(("/", os.sep)):
         raise UsageError(f"{output_what}={model_prefix!r}: give a path prefix such as /tmp/vocab/30k-clean")
-    files = expand_input_patterns(input_patterns, input_what)
+    files = fileio.expand_globs(input_patterns, input_what)
     paths = output_paths(model_prefix, options.model_type)
     fileio.refuse_inputs_as_outputs([(f"{output_what} ({what})", path) for what, path in paths.items()],
                                     [(input_what, f) for f in files])

@@ -14,6 +14,7 @@ import pytest
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
+from albert_tf import fileio
 from albert_tf.errors import DataError, UsageError
 from albert_tf.text import vocab
 from albert_tf.text.tokenization import FullTokenizer
@@ -147,7 +148,7 @@ def test_the_sample_skips_blank_lines_and_reads_compressed_files(tmp_path):
         f.write(text.upper())
     with bz2.open(tmp_path / "c.txt.bz2", "wt", encoding="utf-8") as f:
         f.write(text.replace("One", "Third"))
-    files = vocab.expand_input_patterns(f"{tmp_path}/*.txt,{tmp_path}/*.gz,{tmp_path}/*.bz2")
+    files = fileio.expand_globs(f"{tmp_path}/*.txt,{tmp_path}/*.gz,{tmp_path}/*.bz2")
     sample, stats = vocab.sample_sentences(files, 100, seed=0)
     assert stats.sentences_seen == 9 and stats.files == 3 and len(sample) == 9
     assert "ONE SENTENCE." in sample and "Third sentence." in sample and "" not in sample
@@ -156,7 +157,7 @@ def test_the_sample_skips_blank_lines_and_reads_compressed_files(tmp_path):
 
 
 def test_the_corpus_sample_is_bounded_and_seeded():
-    files = vocab.expand_input_patterns(CORPUS)
+    files = fileio.expand_globs(CORPUS)
     lines = _corpus_lines()
     sample, stats = vocab.sample_sentences(files, 100, seed=7)
     assert len(sample) == 100 and stats.sentences_seen == len(lines) and set(sample) <= set(lines)

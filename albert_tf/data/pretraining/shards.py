@@ -6,7 +6,6 @@ The shard rule is part of what fixes the output bytes (docs/pretraining_data.md,
 
 import contextlib
 import dataclasses
-import glob
 import logging
 import os
 
@@ -37,36 +36,10 @@ class InputShard:
 
 
 def expand_input_patterns(patterns, what="input"):
-    """Files matching comma-separated glob patterns (str) or a list of patterns, sorted per pattern, de-duplicated.
-
-    Raises `PretrainingDataError` when nothing matches at all, or when a pattern without wildcards names a
-    directory (`what`, e.g. "--input_file", names it in the message). A glob's matches that are not files are
-    skipped.
-    """
-    if isinstance(patterns, str):
-        patterns = patterns.split(",")
-    patterns = [p.strip() for p in patterns if p and p.strip()]
-    files, seen = [], set()
-    for pattern in patterns:
-        if fileio.is_remote(pattern):
-            import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-            matches = sorted(tf.io.gfile.glob(pattern))
-        else:
-            if not glob.has_magic(pattern) and os.path.isdir(os.path.expanduser(pattern)):
-                raise PretrainingDataError(
-                    f"{what} {pattern} is a directory; give text files, or a glob such as "
-                    f"{os.path.join(pattern, '*.txt')}")
-            matches = sorted(p for p in glob.glob(os.path.expanduser(pattern)) if os.path.isfile(p))
-        if not matches:
-            logger.warning("input pattern %r matched no files", pattern)
-        for match in matches:
-            if match not in seen:
-                seen.add(match)
-                files.append(match)
-    if not files:
-        raise PretrainingDataError(f"no input files matched {','.join(patterns) or '(empty input_file)'!r}")
-    return files
+    """`fileio.expand_globs` in the order given (each pattern's matches sorted): a file's position in this list
+    seeds its records. Raises `PretrainingDataError` (naming `what`, e.g. "--input_file") when nothing matches or
+    a pattern without wildcards names a directory."""
+    return fileio.expand_globs(patterns, what, order="given", error=PretrainingDataError)
 
 
 @contextlib.contextmanager
