@@ -63,8 +63,9 @@ def define_flags(params_cls, flag_values=None, only=None, exclude=()):
         if spec.kind == "enum":
             flags.DEFINE_enum(spec.name, spec.default, list(spec.choices), spec.help, flag_values=flag_values,
                               module_name=module_name)
-        else:
-            _DEFINE[spec.kind](spec.name, spec.default, spec.help, flag_values=flag_values, module_name=module_name)
+        else:  # a list default is copied, so that changing the flag's value leaves the setting's alone
+            default = list(spec.default) if spec.kind == "list" and spec.default is not None else spec.default
+            _DEFINE[spec.kind](spec.name, default, spec.help, flag_values=flag_values, module_name=module_name)
 
 
 def params_from_flags(params_cls, flag_values=None, defaults=None, **values):

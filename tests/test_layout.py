@@ -96,6 +96,27 @@ def test_training_code_only_in_train():
     assert not outside
 
 
+def _imported_modules(source):
+    """Every `albert_tf` module name a module's source imports (`from albert_tf import cli` gives albert_tf.cli)."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return {name for name in names if name.split(".")[0] == "albert_tf"}
+
+
+def test_only_the_scripts_import_cli_and_settings_imports_nothing():
+    """A layer's params declare their flags with `albert_tf.settings` (which imports nothing of albert_tf);
+    `albert_tf.cli` (absl flags, the scripts' error handling) is the scripts' own."""
+    assert _imported_modules("from albert_tf import cli, fileio\n") >= {"albert_tf.cli"}
+    importing_cli = {path for path, source in MODULES.items() if _package(path)
+                     and "albert_tf.cli" in _imported_modules(source)}
+    assert importing_cli and {_package(path) for path in importing_cli} == {"scripts"}
+    assert not _imported_modules(MODULES["settings.py"])
+
+
 def test_every_module_has_a_docstring():
     assert not [path for path, source in MODULES.items() if ast.get_docstring(ast.parse(source)) is None]
 

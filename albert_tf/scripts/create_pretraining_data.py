@@ -27,6 +27,7 @@ and its "##" continuations:
     --vocab_file=data/vocab_chinese.txt --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=5
 """
 
+import dataclasses
 import os
 import sys
 
@@ -36,63 +37,64 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from albert_tf import cli, fileio  # noqa: E402  pylint: disable=wrong-import-position
 from albert_tf.data import pretraining  # noqa: E402  pylint: disable=wrong-import-position
+from albert_tf.settings import setting  # noqa: E402  pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
 
-# The original's flags, names and defaults.
-flags.DEFINE_string("input_file", None, "Input raw text file, or comma-separated list of files / glob patterns.")
-flags.DEFINE_string("output_file", None, "Output TF example file, or comma-separated list of files; instances are "
-                    "spread over them round-robin.")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary file (used when no --spm_model_file is given).")
-flags.DEFINE_string("spm_model_file", None, "SentencePiece model file, e.g. data/30k-clean.model.")
+
+@dataclasses.dataclass
+class PretrainingDataRequest:
+    """What one run reads and writes, and how: each field is this script's flag of the same name (the generation
+    flags are `PretrainingConfig`'s)."""
+
+    # The original's.
+    input_file: str = setting(None, "Input raw text file, or comma-separated list of files / glob patterns.")
+    output_file: str = setting(None, "Output TF example file, or comma-separated list of files; instances are spread "
+                                     "over them round-robin.")
+    vocab_file: str = setting(None, "WordPiece vocabulary file (used when no --spm_model_file is given).")
+    spm_model_file: str = setting(None, "SentencePiece model file, e.g. data/30k-clean.model.")
+    do_lower_case: bool = setting(True, "Lower-case the input text (True for uncased models).")
+    # Additions.
+    num_workers: int = setting(0, "Worker processes (0: one per CPU). Does not change the output.")
+    output_dir: str = setting(None, "Directory to write --num_output_shards TFRecord files into (instead of "
+                                    "--output_file).")
+    num_output_shards: int = setting(1, "Number of files written into --output_dir.")
+    shard_size_mb: float = setting(pretraining.DEFAULT_SHARD_SIZE_MB,
+                                   "Input is processed in shards of about this many MB of text, cut at document "
+                                   "boundaries. Bounds memory; random-document segments and shuffling stay within a "
+                                   "shard. Changes the output.")
+    progress_interval: float = setting(10.0, "Seconds between progress lines (0: none).")
+    runner: str = setting(None, "Run as an Apache Beam pipeline on this Beam runner (DirectRunner: Beam's local "
+                                "Python runner; DataflowRunner, FlinkRunner, SparkRunner, PortableRunner); every flag "
+                                "this script does not define is then a Beam pipeline option. Default: the local "
+                                "process pool. docs/beam.md.")
+    global_shuffle: bool = setting(True, "Spread every input shard's records over the whole output, as the "
+                                         "original's in-memory shuffle does (local: the shards wait in temporary "
+                                         "files, as much disk as the output; Beam: an extra shuffle of every record, "
+                                         "docs/beam.md). Off: shard after shard.")
+
+
+cli.define_flags(PretrainingDataRequest)
+cli.define_flags(pretraining.PretrainingConfig)
+# The original's flags that are no setting: accepted so that its command lines run.
 flags.DEFINE_string("input_file_mode", "r", "Accepted for compatibility and unused: input is read as UTF-8 "
                     "(invalid bytes dropped).")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the input text (True for uncased models).")
-flags.DEFINE_bool("do_whole_word_mask", True, "Mask whole words rather than single pieces.")
-flags.DEFINE_bool("do_permutation", False, "Also permute a second set of positions (the original's experimental "
-                  "objective); records then hold 2 * max_predictions_per_seq predictions.")
-flags.DEFINE_bool("favor_shorter_ngram", True, "Sample n-gram lengths with p(n) proportional to 1/n (else reversed).")
-flags.DEFINE_bool("random_next_sentence", False, "Next-sentence prediction (B from a random document half the time) "
-                  "instead of sentence-order prediction.")
-flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.")
-flags.DEFINE_integer("ngram", 3, "Maximum n-gram length to mask.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
-flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-flags.DEFINE_integer("dupe_factor", 40, "Number of times to duplicate the input data (with different masks).")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences shorter than the maximum length.")
 flags.DEFINE_bool("parallel", False, "Accepted for compatibility and unused: parallelism is --num_workers.")
-
-# Additions.
-flags.DEFINE_integer("num_workers", 0, "Worker processes (0: one per CPU). Does not change the output.")
-flags.DEFINE_string("output_dir", None, "Directory to write --num_output_shards TFRecord files into (instead of "
-                    "--output_file).")
-flags.DEFINE_integer("num_output_shards", 1, "Number of files written into --output_dir.")
-flags.DEFINE_float("shard_size_mb", pretraining.DEFAULT_SHARD_SIZE_MB,
-                   "Input is processed in shards of about this many MB of text, cut at document boundaries. Bounds "
-                   "memory; random-document segments and shuffling stay within a shard. Changes the output.")
-flags.DEFINE_float("progress_interval", 10.0, "Seconds between progress lines (0: none).")
-flags.DEFINE_string("runner", None, "Run as an Apache Beam pipeline on this Beam runner (DirectRunner: Beam's local "
-                    "Python runner; DataflowRunner, FlinkRunner, SparkRunner, PortableRunner); every flag this script "
-                    "does not define is then a Beam pipeline option. Default: the local process pool. docs/beam.md.")
-flags.DEFINE_bool("global_shuffle", True, "Spread every input shard's records over the whole output, as the "
-                  "original's in-memory shuffle does (local: the shards wait in temporary files, as much disk as the "
-                  "output; Beam: an extra shuffle of every record, docs/beam.md). Off: shard after shard.")
 
 # Beam's pipeline options of this run (the arguments this script's flags do not claim), when --runner is given.
 _PIPELINE_ARGS = []
 
 
-def _output_files():
-    if FLAGS.output_dir and FLAGS.output_file:
+def _output_files(request):
+    if request.output_dir and request.output_file:
         raise cli.UsageError("give either --output_file or --output_dir, not both")
-    if FLAGS.output_dir:
-        if os.path.exists(FLAGS.output_dir) and not os.path.isdir(FLAGS.output_dir):
-            raise fileio.OutputError(f"--output_dir {FLAGS.output_dir} is a file, not a directory")
-        return pretraining.output_shard_paths(FLAGS.output_dir, FLAGS.num_output_shards)
-    if not FLAGS.output_file:
+    if request.output_dir:
+        if os.path.exists(request.output_dir) and not os.path.isdir(request.output_dir):
+            raise fileio.OutputError(f"--output_dir {request.output_dir} is a file, not a directory")
+        return pretraining.output_shard_paths(request.output_dir, request.num_output_shards)
+    if not request.output_file:
         raise cli.UsageError("--output_file (or --output_dir) is required")
-    return [p for p in FLAGS.output_file.split(",") if p]
+    return [p for p in request.output_file.split(",") if p]
 
 
 class ProgressLog:
@@ -116,67 +118,64 @@ class ProgressLog:
                      p.text_bytes_total / 1e6, eta)
 
 
-def _beam_outputs():
+def _beam_outputs(request):
     """(prefix, suffix) of the Beam outputs: `<prefix>-SSSSS-of-NNNNN<suffix>` files."""
-    if FLAGS.output_dir and FLAGS.output_file:
+    if request.output_dir and request.output_file:
         raise cli.UsageError("give either --output_file or --output_dir, not both")
-    if FLAGS.output_dir:
-        if not fileio.is_remote(FLAGS.output_dir) and os.path.isfile(FLAGS.output_dir):
-            raise fileio.OutputError(f"--output_dir {FLAGS.output_dir} is a file, not a directory")
-        return FLAGS.output_dir.rstrip("/") + "/pretraining", ".tfrecord"
-    if not FLAGS.output_file:
+    if request.output_dir:
+        if not fileio.is_remote(request.output_dir) and os.path.isfile(request.output_dir):
+            raise fileio.OutputError(f"--output_dir {request.output_dir} is a file, not a directory")
+        return request.output_dir.rstrip("/") + "/pretraining", ".tfrecord"
+    if not request.output_file:
         raise cli.UsageError("--output_file (or --output_dir) is required")
-    if "," in FLAGS.output_file:
+    if "," in request.output_file:
         raise cli.UsageError("with --runner, --output_file is one name prefix: the pipeline writes "
                              "--num_output_shards files <prefix>-00000-of-0000N")
-    return FLAGS.output_file, ""
+    return request.output_file, ""
 
 
-def _beam_main(config):
+def _beam_main(request, config):
     try:
         from albert_tf.data.pretraining import beam  # pylint: disable=import-outside-toplevel
     except ImportError as err:
         raise cli.UsageError(f"--runner needs Apache Beam ({err}); install it with "
                              "`pip install -r requirements-beam.txt` (docs/beam.md)") from None
-    prefix, suffix = _beam_outputs()
-    logging.info("writing %s (%d files) with Beam's %s", beam.output_names(prefix, FLAGS.num_output_shards, suffix)[0],
-                 FLAGS.num_output_shards, FLAGS.runner)
+    prefix, suffix = _beam_outputs(request)
+    logging.info("writing %s (%d files) with Beam's %s",
+                 beam.output_names(prefix, request.num_output_shards, suffix)[0], request.num_output_shards,
+                 request.runner)
     return beam.create_pretraining_data_beam(
-        FLAGS.input_file, prefix, spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
-        do_lower_case=FLAGS.do_lower_case, config=config, shard_size_mb=FLAGS.shard_size_mb,
-        num_output_shards=FLAGS.num_output_shards, file_name_suffix=suffix, global_shuffle=FLAGS.global_shuffle,
+        request.input_file, prefix, spm_model_file=request.spm_model_file, vocab_file=request.vocab_file,
+        do_lower_case=request.do_lower_case, config=config, shard_size_mb=request.shard_size_mb,
+        num_output_shards=request.num_output_shards, file_name_suffix=suffix, global_shuffle=request.global_shuffle,
         pipeline_args=_PIPELINE_ARGS, input_what="--input_file",
-        output_what="--output_dir" if FLAGS.output_dir else "--output_file")
+        output_what="--output_dir" if request.output_dir else "--output_file")
 
 
 def main(argv):
     if len(argv) > 1:
         raise cli.UsageError(f"unexpected arguments: {argv[1:]}")
-    if not FLAGS.input_file:
+    request = cli.params_from_flags(PretrainingDataRequest)
+    if not request.input_file:
         raise cli.UsageError("--input_file is required")
-    if not FLAGS.spm_model_file and not FLAGS.vocab_file:
+    if not request.spm_model_file and not request.vocab_file:
         raise cli.UsageError("--spm_model_file (SentencePiece) or --vocab_file (WordPiece) is required")
     if FLAGS.parallel:
-        logging.info("--parallel is implied: using --num_workers=%d", FLAGS.num_workers)
-    config = pretraining.PretrainingConfig(
-        max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob, ngram=FLAGS.ngram,
-        dupe_factor=FLAGS.dupe_factor, random_seed=FLAGS.random_seed, do_whole_word_mask=FLAGS.do_whole_word_mask,
-        favor_shorter_ngram=FLAGS.favor_shorter_ngram, random_next_sentence=FLAGS.random_next_sentence,
-        do_permutation=FLAGS.do_permutation)
-    if FLAGS.runner:
-        stats = _beam_main(config)
+        logging.info("--parallel is implied: using --num_workers=%d", request.num_workers)
+    config = cli.params_from_flags(pretraining.PretrainingConfig)
+    if request.runner:
+        stats = _beam_main(request, config)
         for line in stats.summary().splitlines():
             logging.info("%s", line)
         return 0
-    output_files = _output_files()
+    output_files = _output_files(request)
     logging.info("writing %s", ", ".join(output_files))
     stats = pretraining.create_pretraining_data(
-        FLAGS.input_file, output_files, spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
-        do_lower_case=FLAGS.do_lower_case, config=config, num_workers=FLAGS.num_workers,
-        shard_size_mb=FLAGS.shard_size_mb, global_shuffle=FLAGS.global_shuffle,
-        progress=ProgressLog(FLAGS.progress_interval), input_what="--input_file",
-        output_what="--output_dir shard" if FLAGS.output_dir else "--output_file")
+        request.input_file, output_files, spm_model_file=request.spm_model_file, vocab_file=request.vocab_file,
+        do_lower_case=request.do_lower_case, config=config, num_workers=request.num_workers,
+        shard_size_mb=request.shard_size_mb, global_shuffle=request.global_shuffle,
+        progress=ProgressLog(request.progress_interval), input_what="--input_file",
+        output_what="--output_dir shard" if request.output_dir else "--output_file")
     for line in stats.summary().splitlines():
         logging.info("%s", line)
     return 0

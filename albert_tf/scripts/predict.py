@@ -19,64 +19,76 @@ Each output line: {"index": 0, "text": "..." (or "text_a"/"text_b", "question"/"
 Needs only tensorflow and tensorflow_text to run the export.
 """
 
+import dataclasses
 import json
 import sys
 
 from absl import flags, logging
 
 from albert_tf import cli
+from albert_tf.settings import setting
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("export_dir", None, "The SavedModel: a model with text signatures (e.g. a classifier export), or "
-                                        "a preprocessing export (with --encoder_dir).")
-flags.DEFINE_string("encoder_dir", None, "An encoder export to run on the ids of the preprocessing --export_dir.")
-flags.DEFINE_string("input_file", None, "Text file: one example per line, or two tab-separated texts for pairs.")
-flags.DEFINE_string("output_file", "-", "Where to write the JSON lines ('-' = standard output).")
-flags.DEFINE_integer("batch_size", 32, "Examples per batch.")
-flags.DEFINE_list("text_columns", None, "Take these (0-based) tab-separated columns as the text(s), e.g. 0 or 3,4.")
-flags.DEFINE_bool("skip_header", False, "The first line is a header.")
-flags.DEFINE_list("outputs", None, "Outputs to write (default: all of a text model; pooled_output of an encoder; "
-                                   "add sequence_output for token vectors).")
-flags.DEFINE_string("request_json", None, "Instead of a text file: a TF Serving REST :predict body (a file, or '-' "
-                                          "for standard input) to answer as the model server would.")
+
+@dataclasses.dataclass
+class PredictRequest:
+    """What one run reads, runs and writes: each field is this script's flag of the same name."""
+
+    export_dir: str = setting(None, "The SavedModel: a model with text signatures (e.g. a classifier export), or a "
+                                    "preprocessing export (with --encoder_dir).")
+    encoder_dir: str = setting(None, "An encoder export to run on the ids of the preprocessing --export_dir.")
+    input_file: str = setting(None, "Text file: one example per line, or two tab-separated texts for pairs.")
+    output_file: str = setting("-", "Where to write the JSON lines ('-' = standard output).")
+    batch_size: int = setting(32, "Examples per batch.")
+    text_columns: list = setting(None, "Take these (0-based) tab-separated columns as the text(s), e.g. 0 or 3,4.")
+    skip_header: bool = setting(False, "The first line is a header.")
+    outputs: list = setting(None, "Outputs to write (default: all of a text model; pooled_output of an encoder; add "
+                                  "sequence_output for token vectors).")
+    request_json: str = setting(None, "Instead of a text file: a TF Serving REST :predict body (a file, or '-' for "
+                                      "standard input) to answer as the model server would.")
+
+
+cli.define_flags(PredictRequest)
 
 
 def main(argv):
     if len(argv) > 1:
         raise cli.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    if not FLAGS.export_dir:
+    request = cli.params_from_flags(PredictRequest)
+    if not request.export_dir:
         raise cli.UsageError("--export_dir is required")
-    if not (FLAGS.input_file or FLAGS.request_json):
+    if not (request.input_file or request.request_json):
         raise cli.UsageError("--input_file (or --request_json) is required")
     text_columns = None
-    if FLAGS.text_columns:
+    if request.text_columns:
         try:
-            text_columns = [int(c) for c in FLAGS.text_columns]
+            text_columns = [int(c) for c in request.text_columns]
         except ValueError:
-            raise cli.UsageError(f"--text_columns takes column numbers, got {','.join(FLAGS.text_columns)}") from None
+            raise cli.UsageError(f"--text_columns takes column numbers, got {','.join(request.text_columns)}") from None
         if len(text_columns) not in (1, 2) or min(text_columns) < 0:
             raise cli.UsageError("--text_columns takes one or two non-negative column numbers")
 
     from albert_tf import fileio  # pylint: disable=import-outside-toplevel
     from albert_tf.serving import batch_prediction, rest  # pylint: disable=import-outside-toplevel
 
-    if FLAGS.output_file != "-":
+    if request.output_file != "-":
         fileio.refuse_inputs_as_outputs(
-            [("--output_file", FLAGS.output_file)],
-            [("--input_file", FLAGS.input_file), ("--export_dir", FLAGS.export_dir),
-             ("--encoder_dir", FLAGS.encoder_dir)])
-    if FLAGS.request_json:
-        if FLAGS.request_json == "-":
+            [("--output_file", request.output_file)],
+            [("--input_file", request.input_file), ("--export_dir", request.export_dir),
+             ("--encoder_dir", request.encoder_dir)])
+    if request.request_json:
+        if request.request_json == "-":
             text = batch_prediction.decode_text(sys.stdin.buffer.read(), "<stdin>")
         else:
-            text = batch_prediction.read_text(FLAGS.request_json)
-        with rest.ServingSession(FLAGS.export_dir) as session:
+            text = batch_prediction.read_text(request.request_json)
+        with rest.ServingSession(request.export_dir) as session:
             print(json.dumps(session.predict(text)))
         return
-    stats = batch_prediction.predict_file(FLAGS.export_dir, FLAGS.input_file, FLAGS.output_file,
-                                 encoder_dir=FLAGS.encoder_dir, batch_size=FLAGS.batch_size,
-                                 text_columns=text_columns, skip_header=FLAGS.skip_header, outputs=FLAGS.outputs)
+    stats = batch_prediction.predict_file(request.export_dir, request.input_file, request.output_file,
+                                          encoder_dir=request.encoder_dir, batch_size=request.batch_size,
+                                          text_columns=text_columns, skip_header=request.skip_header,
+                                          outputs=request.outputs)
     logging.info("Wrote %d predictions (signature %s) to %s in %.1f s (%.1f examples/s)", stats["examples"],
                  stats["signature"], stats["output_file"], stats["seconds"], stats["examples_per_second"])
 

@@ -17,6 +17,7 @@ Examples:
   python create_pretraining_data.py --input_file='/data/wiki-*' ...
 """
 
+import dataclasses
 import os
 
 from absl import flags, logging
@@ -25,33 +26,39 @@ from albert_tf import cli, fileio
 from albert_tf.data import corpus
 from albert_tf.data.corpus import readers, sentences, writer
 from albert_tf.data.pretraining.shards import expand_input_patterns
+from albert_tf.settings import setting
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("input_file", None, "Input files: comma-separated paths or glob patterns (text or JSON Lines, "
-                    "optionally .gz or .bz2).")
-flags.DEFINE_string("output_file", None, "Output file; with several shards the prefix of "
-                    "`<prefix>-0000i-of-0000N.txt` (a trailing .txt is dropped from the prefix).")
-flags.DEFINE_enum("input_format", "auto", ["auto", *readers.FORMATS],
-                  "Input format; auto: by extension (.txt text; .jsonl, .json jsonl; after .gz/.bz2), else jsonl "
-                  "when a file starts with '{', else text.")
-flags.DEFINE_string("text_field", "text", "The JSON Lines field holding a document's text.")
-flags.DEFINE_bool("document_per_file", False, "Text files: each file is one document (blank lines separate its "
-                  "paragraphs) instead of blank lines separating documents.")
-flags.DEFINE_integer("num_output_shards", 1, "Number of output files; documents go round-robin.")
-flags.DEFINE_float("shard_size_mb", 0, "Instead of --num_output_shards: start a new shard after this many MB "
-                   "(0: off).")
-flags.DEFINE_bool("normalize_whitespace", True, "Turn runs of whitespace into one space and drop control "
-                  "characters (line breaks inside a paragraph always become spaces).")
-flags.DEFINE_integer("min_document_chars", 50, "Drop documents with fewer characters than this (after cleaning; "
-                     "0 keeps all but empty ones).")
-flags.DEFINE_bool("deduplicate", True, "Drop documents whose cleaned text equals an earlier one's.")
-flags.DEFINE_enum("sentence_splitter", "blingfire", list(sentences.SPLITTERS),
-                  "Sentence splitter behind the CJK rule: blingfire (fast; x86-64 only) or pysbd (pure Python, "
-                  "about 100 times slower; `pip install pysbd`), see docs/corpus.md.")
-flags.DEFINE_integer("num_workers", 1, "Processes splitting sentences while the main one reads and cleans (0: one "
-                     "per CPU). Does not change the output.")
-flags.DEFINE_float("progress_interval", 10.0, "Seconds between progress lines (0: none).")
+
+@dataclasses.dataclass
+class CorpusRequest:
+    """What one run reads and writes: each field is this script's flag of the same name (the cleaning flags are
+    `corpus.CleaningOptions`')."""
+
+    input_file: str = setting(None, "Input files: comma-separated paths or glob patterns (text or JSON Lines, "
+                                    "optionally .gz or .bz2).")
+    output_file: str = setting(None, "Output file; with several shards the prefix of `<prefix>-0000i-of-0000N.txt` "
+                                     "(a trailing .txt is dropped from the prefix).")
+    input_format: str = setting("auto", "Input format; auto: by extension (.txt text; .jsonl, .json jsonl; after "
+                                        ".gz/.bz2), else jsonl when a file starts with '{', else text.",
+                                choices=("auto", *readers.FORMATS))
+    text_field: str = setting("text", "The JSON Lines field holding a document's text.")
+    document_per_file: bool = setting(False, "Text files: each file is one document (blank lines separate its "
+                                             "paragraphs) instead of blank lines separating documents.")
+    num_output_shards: int = setting(1, "Number of output files; documents go round-robin.")
+    shard_size_mb: float = setting(0.0, "Instead of --num_output_shards: start a new shard after this many MB "
+                                        "(0: off).")
+    sentence_splitter: str = setting("blingfire", "Sentence splitter behind the CJK rule: blingfire (fast; x86-64 "
+                                                  "only) or pysbd (pure Python, about 100 times slower; `pip install "
+                                                  "pysbd`), see docs/corpus.md.", choices=sentences.SPLITTERS)
+    num_workers: int = setting(1, "Processes splitting sentences while the main one reads and cleans (0: one per "
+                                  "CPU). Does not change the output.")
+    progress_interval: float = setting(10.0, "Seconds between progress lines (0: none).")
+
+
+cli.define_flags(CorpusRequest)
+cli.define_flags(corpus.CleaningOptions)
 
 
 class ProgressLog:
@@ -72,27 +79,27 @@ class ProgressLog:
                      s.bytes_done / 1e6, s.bytes_total / 1e6, s.bytes_done / 1e6 / secs, s.documents_read, eta)
 
 
-def _check_outputs(inputs):
+def _check_outputs(request, inputs):
     """Refuses, before anything is written, an output that is one of the inputs."""
     inputs = [("--input_file", path) for path in inputs]
-    if FLAGS.shard_size_mb:
-        pattern = writer.shard_pattern(FLAGS.output_file)
-        directory = os.path.dirname(os.path.abspath(FLAGS.output_file))
+    if request.shard_size_mb:
+        pattern = writer.shard_pattern(request.output_file)
+        directory = os.path.dirname(os.path.abspath(request.output_file))
         for what, path in inputs:
             if pattern.match(os.path.basename(path)) and os.path.dirname(os.path.abspath(path)) == directory:
-                raise cli.UsageError(f"--output_file {FLAGS.output_file} would write shards over the input {what} "
+                raise cli.UsageError(f"--output_file {request.output_file} would write shards over the input {what} "
                                      f"{path}; write the output elsewhere")
     else:
-        outputs = writer.shard_paths(FLAGS.output_file, FLAGS.num_output_shards)
+        outputs = writer.shard_paths(request.output_file, request.num_output_shards)
         fileio.refuse_inputs_as_outputs([("--output_file", path) for path in outputs], inputs)
 
 
-def _warn_stale_shards(outputs):
+def _warn_stale_shards(request, outputs):
     """Shards of an earlier run with another count, which a glob `<prefix>-*` would read too."""
-    if fileio.is_remote(FLAGS.output_file):
+    if fileio.is_remote(request.output_file):
         return
-    directory = os.path.dirname(os.path.abspath(FLAGS.output_file))
-    pattern = writer.shard_pattern(FLAGS.output_file)
+    directory = os.path.dirname(os.path.abspath(request.output_file))
+    pattern = writer.shard_pattern(request.output_file)
     written = {os.path.abspath(p) for p in outputs}
     stale = sorted(name for name in os.listdir(directory)
                    if pattern.match(name) and os.path.join(directory, name) not in written)
@@ -104,35 +111,35 @@ def _warn_stale_shards(outputs):
 def main(argv):
     if len(argv) > 1:
         raise cli.UsageError(f"unexpected arguments: {argv[1:]}")
-    if not FLAGS.input_file:
+    request = cli.params_from_flags(CorpusRequest)
+    cleaning = cli.params_from_flags(corpus.CleaningOptions)
+    if not request.input_file:
         raise cli.UsageError("--input_file is required")
-    if not FLAGS.output_file:
+    if not request.output_file:
         raise cli.UsageError("--output_file is required")
-    if FLAGS.num_output_shards < 1:
+    if request.num_output_shards < 1:
         raise cli.UsageError("--num_output_shards must be at least 1")
-    if FLAGS.shard_size_mb < 0 or FLAGS.min_document_chars < 0 or FLAGS.num_workers < 0:
+    if request.shard_size_mb < 0 or cleaning.min_document_chars < 0 or request.num_workers < 0:
         raise cli.UsageError("--shard_size_mb, --min_document_chars and --num_workers must not be negative")
-    if FLAGS.shard_size_mb and FLAGS["num_output_shards"].present:
+    if request.shard_size_mb and FLAGS["num_output_shards"].present:
         raise cli.UsageError("give --num_output_shards or --shard_size_mb, not both")
-    if not FLAGS.text_field:
+    if not request.text_field:
         raise cli.UsageError("--text_field must not be empty")
-    inputs = expand_input_patterns(FLAGS.input_file, what="--input_file")
-    _check_outputs(inputs)
-    cleaning = corpus.CleaningOptions(normalize_whitespace=FLAGS.normalize_whitespace,
-                                      min_document_chars=FLAGS.min_document_chars, deduplicate=FLAGS.deduplicate)
-    logging.info("reading %d file(s) into %s", len(inputs), FLAGS.output_file)
+    inputs = expand_input_patterns(request.input_file, what="--input_file")
+    _check_outputs(request, inputs)
+    logging.info("reading %d file(s) into %s", len(inputs), request.output_file)
     with fileio.inputs_protected([("--input_file", path) for path in inputs]):
         stats = corpus.prepare_corpus(
-            inputs, FLAGS.output_file, input_format=FLAGS.input_format, text_field=FLAGS.text_field,
-            document_per_file=FLAGS.document_per_file, cleaning=cleaning,
-            num_shards=0 if FLAGS.shard_size_mb else FLAGS.num_output_shards,
-            shard_bytes=int(FLAGS.shard_size_mb * 1e6), progress=ProgressLog(FLAGS.progress_interval),
-            sentence_splitter=FLAGS.sentence_splitter, num_workers=FLAGS.num_workers or os.cpu_count() or 1)
+            inputs, request.output_file, input_format=request.input_format, text_field=request.text_field,
+            document_per_file=request.document_per_file, cleaning=cleaning,
+            num_shards=0 if request.shard_size_mb else request.num_output_shards,
+            shard_bytes=int(request.shard_size_mb * 1e6), progress=ProgressLog(request.progress_interval),
+            sentence_splitter=request.sentence_splitter, num_workers=request.num_workers or os.cpu_count() or 1)
     for line in stats.summary().splitlines():
         logging.info("%s", line)
     if stats.documents_written == 0:
         logging.warning("no document was written (all empty, short or duplicate?)")
-    _warn_stale_shards(stats.outputs)
+    _warn_stale_shards(request, stats.outputs)
     return 0
 
 

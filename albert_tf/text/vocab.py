@@ -22,6 +22,7 @@ import time
 
 from albert_tf import fileio
 from albert_tf.errors import DataError, UsageError
+from albert_tf.settings import setting
 from albert_tf.text.tokenization import SPECIAL_TOKENS, preprocess_text
 
 logger = logging.getLogger(__name__)
@@ -208,18 +209,23 @@ def preprocess_sentences(sentences, do_lower_case=True, progress_interval=10.0):
 class SentencePieceOptions:
     """The trainer settings, named as `spm_train` names them; the defaults are the original's recipe."""
 
-    vocab_size: int = DEFAULT_VOCAB_SIZE
-    model_type: str = DEFAULT_MODEL_TYPE
-    character_coverage: float = DEFAULT_CHARACTER_COVERAGE
-    pad_id: int = PAD_ID
-    unk_id: int = UNK_ID
-    bos_id: int = BOS_ID
-    eos_id: int = EOS_ID
-    control_symbols: tuple = CONTROL_SYMBOLS
-    user_defined_symbols: tuple = USER_DEFINED_SYMBOLS
-    num_threads: int = DEFAULT_NUM_THREADS
-    max_sentence_length: int = DEFAULT_MAX_SENTENCE_LENGTH
-    max_sentencepiece_length: int = DEFAULT_MAX_SENTENCEPIECE_LENGTH
+    vocab_size: int = setting(DEFAULT_VOCAB_SIZE, "Vocabulary size (WordPiece: approximate).")
+    model_type: str = setting(DEFAULT_MODEL_TYPE, "SentencePiece algorithm, or wordpiece (BERT-style vocabulary, as "
+                                                  "the Chinese models use).", choices=MODEL_TYPES)
+    character_coverage: float = setting(DEFAULT_CHARACTER_COVERAGE,
+                                        "Share of characters the model covers (SentencePiece).")
+    pad_id: int = setting(PAD_ID, "Id of <pad> (SentencePiece; -1: none).")
+    unk_id: int = setting(UNK_ID, "Id of <unk> (SentencePiece).")
+    bos_id: int = setting(BOS_ID, "Id of <s> (SentencePiece; -1: none).")
+    eos_id: int = setting(EOS_ID, "Id of </s> (SentencePiece; -1: none).")
+    control_symbols: tuple = setting(CONTROL_SYMBOLS, "Control symbols, after <pad> and <unk>.", kind="list",
+                                     flag_default=list(CONTROL_SYMBOLS))
+    user_defined_symbols: tuple = setting(USER_DEFINED_SYMBOLS, "Pieces always kept whole (SentencePiece).",
+                                          kind="list", flag_default=list(USER_DEFINED_SYMBOLS))
+    num_threads: int = setting(DEFAULT_NUM_THREADS, "SentencePiece trainer threads.")
+    max_sentence_length: int = setting(DEFAULT_MAX_SENTENCE_LENGTH,
+                                       "Longer sentences (in bytes) are skipped by SentencePiece.")
+    max_sentencepiece_length: int = setting(DEFAULT_MAX_SENTENCEPIECE_LENGTH, "Longest piece (SentencePiece).")
 
     def trainer_kwargs(self):
         kwargs = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("control_symbols",

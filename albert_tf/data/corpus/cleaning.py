@@ -8,6 +8,8 @@ import dataclasses
 import hashlib
 import re
 
+from albert_tf.settings import setting
+
 # Whatever `str.splitlines` would break a line at: never inside an output sentence, normalised or not.
 _LINE_BREAKS = re.compile(r"[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]+")
 # Control and format characters that are not whitespace, and the byte-order mark.
@@ -16,9 +18,11 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\ufeff]")
 
 @dataclasses.dataclass(frozen=True)
 class CleaningOptions:
-    normalize_whitespace: bool = True
-    min_document_chars: int = 0
-    deduplicate: bool = True
+    normalize_whitespace: bool = setting(True, "Turn runs of whitespace into one space and drop control characters "
+                                               "(line breaks inside a paragraph always become spaces).")
+    min_document_chars: int = setting(0, "Drop documents with fewer characters than this (after cleaning; 0 keeps all "
+                                         "but empty ones).", flag_default=50)
+    deduplicate: bool = setting(True, "Drop documents whose cleaned text equals an earlier one's.")
 
 
 def normalize(paragraph, normalize_whitespace=True):

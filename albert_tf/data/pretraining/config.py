@@ -4,6 +4,7 @@ the counters of a run (`Stats`) and the error raised for bad input or flags (`Pr
 import dataclasses
 
 from albert_tf.errors import DataError
+from albert_tf.settings import setting
 
 
 class PretrainingDataError(DataError):
@@ -18,17 +19,19 @@ class PretrainingConfig:
     whose tokens are permuted among themselves; records then hold `2 * max_predictions_per_seq` predictions.
     """
 
-    max_seq_length: int = 512
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
-    ngram: int = 3
-    dupe_factor: int = 40
-    random_seed: int = 12345
-    do_whole_word_mask: bool = True
-    favor_shorter_ngram: bool = True
-    random_next_sentence: bool = False
-    do_permutation: bool = False
+    max_seq_length: int = setting(512, "Maximum sequence length.")
+    max_predictions_per_seq: int = setting(20, "Maximum number of masked LM predictions per sequence.")
+    masked_lm_prob: float = setting(0.15, "Masked LM probability.")
+    short_seq_prob: float = setting(0.1, "Probability of creating sequences shorter than the maximum length.")
+    ngram: int = setting(3, "Maximum n-gram length to mask.")
+    dupe_factor: int = setting(40, "Number of times to duplicate the input data (with different masks).")
+    random_seed: int = setting(12345, "Random seed for data generation.")
+    do_whole_word_mask: bool = setting(True, "Mask whole words rather than single pieces.")
+    favor_shorter_ngram: bool = setting(True, "Sample n-gram lengths with p(n) proportional to 1/n (else reversed).")
+    random_next_sentence: bool = setting(False, "Next-sentence prediction (B from a random document half the time) "
+                                                "instead of sentence-order prediction.")
+    do_permutation: bool = setting(False, "Also permute a second set of positions (the original's experimental "
+                                          "objective); records then hold 2 * max_predictions_per_seq predictions.")
 
     @property
     def max_num_tokens(self):
