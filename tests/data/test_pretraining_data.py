@@ -14,7 +14,9 @@ from albert_tf.data import pretraining as pdata
 from albert_tf.data.pretraining import instances, writers
 from albert_tf.text import tokenization
 from tests.data.original_algorithm import OriginalAlgorithm
-from tests.text.original_tokenization import original_ids, original_preprocess_text, sst2_lines_with_latex_quotes
+from tests.helpers import FIXTURES_DIR
+from tests.text.original_tokenization import (TRICKY_LINES, original_ids, original_preprocess_text,
+                                              sst2_lines_with_latex_quotes)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS_DIR = os.path.join(REPO_ROOT, "data", "corpus")
@@ -491,14 +493,20 @@ def test_wordpiece_mode(tmp_path):
 
 
 def test_normalize_lines_matches_preprocess_text():
-    text = ("  Hello\tWorld  \n\nnaïve Café ﬁ ＡＢＣ\n``quoted'' and ''x''\n\u00a0\na\u00b4b \u0301\n"
-            "İstanbul ẞ\r\nlast")
+    """The records' normalisation is the tokenizer's `preprocess_text`, line by line, and the original's rule (its
+    create_pretraining_data runs preprocess_text on each line): on the sample text and the tricky lines."""
+    with open(os.path.join(FIXTURES_DIR, "text_sample.txt"), encoding="utf-8") as f:
+        sample = f.read().split("\n")
+    lines = sample + list(TRICKY_LINES) + [line.upper() for line in TRICKY_LINES]
+    text = "\n".join(lines)
     for lower in (True, False):
-        expected = [tokenization.preprocess_text(line, lower=lower) for line in text.split("\n")]
-        assert pdata.normalize_lines(text, lower) == expected
-        # and the original's rule (its create_pretraining_data runs preprocess_text on each line): quotes kept
-        assert expected == [original_preprocess_text(line, lower=lower) for line in text.split("\n")]
-    assert "``quoted'' and ''x''" in pdata.normalize_lines(text, False)
+        normalized = pdata.normalize_lines(text, lower)
+        assert len(normalized) == len(lines)
+        for line, got in zip(lines, normalized):
+            assert got == tokenization.preprocess_text(line, lower=lower) == original_preprocess_text(
+                line, lower=lower), (line, lower)
+    assert "``quoted'' and ''x'' ` '" in pdata.normalize_lines(text, False)  # quotes kept, as the original keeps them
+    assert pdata.normalize_lines("naïve\n\nCafé", True) == ["naive", "", "cafe"]
 
 
 def test_sst2_lines_with_latex_quotes_get_the_originals_ids(sp_tokenizer):

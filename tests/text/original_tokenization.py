@@ -15,6 +15,19 @@ def original_preprocess_text(inputs, remove_space=True, lower=False):
     return text.lower() if lower else text
 
 
+# Lines that exercise every step of the rule: whitespace of all kinds (NBSP, ideographic space, tabs, the line
+# separators str.split breaks at), accents precomposed and combining (alone, stacked, at the start), compatibility
+# forms (ligatures, full-width, fractions, superscripts), CJK, LaTeX quotes, case mappings that change the length
+# or depend on context (ß, ẞ, İ, final sigma), and non-BMP characters.
+TRICKY_LINES = (
+    "  Hello\tWorld  ", "", " \u00a0 ", "naïve Café Ångström Ñandú", "e\u0301te\u0301 \u0301start a\u0323\u0302",
+    "ﬁne ½ ①, ＡＢＣ ｶﾀｶﾅ x\u00b2 \u2126", "中文字符 和 日本語のテキスト、한국어", "``quoted'' and ''x'' ` '",
+    "a\u00a0b\u3000c\u2009d\u202fe\u200bf", "STRASSE Straße ẞ", "İstanbul I\u0307 ıi", "ΟΔΥΣΣΕΥΣ ΣΑΣ Σ.",
+    "a\u00b4b \u1fed \u00a8", "x\u2028y\u2029z\x1cw\x85v\x0bu\x0ct\rs", "𝐀𝐁𝐂 🙂 \U00010400",
+    "Walter Elliot, born March 1, 1760, married 1,000,000, yes.", "\ufeffbom\u00ad soft",
+)
+
+
 def original_ids(sp_model, text):
     """The original's `encode_pieces` + `PieceToId` on already preprocessed text, restated: SentencePiece
     pieces, a piece ending in digit + "," re-encoded without the comma (dropping a leading "▁" the piece did not

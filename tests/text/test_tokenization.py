@@ -5,9 +5,11 @@ import os
 
 import pytest
 
-from albert_tf.text.tokenization import FullTokenizer, TokenizerError, encode_pair, preprocess_text, truncate_seq_pair
+from albert_tf.text.tokenization import (FullTokenizer, TokenizerError, encode_pair, preprocess_lines, preprocess_text,
+                                        truncate_seq_pair)
 from tests.helpers import DATA_DIR
-from tests.text.original_tokenization import original_ids, original_preprocess_text, sst2_lines_with_latex_quotes
+from tests.text.original_tokenization import (TRICKY_LINES, original_ids, original_preprocess_text,
+                                              sst2_lines_with_latex_quotes)
 
 VOCAB_ZH = os.path.join(DATA_DIR, "vocab_chinese.txt")
 
@@ -93,6 +95,24 @@ def test_sst2_sentences_with_latex_quotes_get_the_originals_ids(tokenizer):
         mapped = original_ids(sp_model, original_preprocess_text(line, lower=True).replace("``", '"')
                               .replace("''", '"'))
         assert mapped != expected
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("remove_space", [True, False])
+def test_preprocess_text_is_the_originals_rule(lower, remove_space):
+    lines = list(TRICKY_LINES) + [line.upper() for line in TRICKY_LINES]
+    for text in lines + ["\n".join(lines), " a \n\n B\u0301 \n"]:
+        assert preprocess_text(text, remove_space, lower) == original_preprocess_text(text, remove_space, lower), text
+        assert preprocess_text(text.encode("utf-8"), remove_space, lower) == preprocess_text(text, remove_space, lower)
+
+
+@pytest.mark.parametrize("options", [dict(lower=True), dict(lower=False), dict(remove_space=False, lower=True),
+                                     dict(keep_accents=True, lower=True), dict(map_latex_quotes=True)])
+def test_preprocess_lines_is_preprocess_text_line_by_line(options):
+    """The bulk form (every line at once) gives each line what `preprocess_text` gives it alone."""
+    lines = list(TRICKY_LINES) + [line.upper() for line in TRICKY_LINES] + ["", " "]
+    assert preprocess_lines("\n".join(lines), **options) == [preprocess_text(line, **options) for line in lines]
+    assert preprocess_text("a\u0301 ``x''\nB", keep_accents=True, map_latex_quotes=True) == 'a\u0301 "x" B'
 
 
 def test_whitespace_runs_are_folded(tokenizer):

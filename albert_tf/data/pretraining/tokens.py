@@ -1,8 +1,8 @@
 """Tokenization for pretraining data: the per-vocabulary tables (`TokenTables`: special ids, the vocabulary order,
-the word-start rule per id), line normalisation in bulk (`normalize_lines`) and the original's word-start rules."""
+the word-start rule per id), line normalisation in bulk (`normalize_lines`, the tokenizer's own
+`preprocess_lines`) and the original's word-start rules."""
 
 import itertools
-import unicodedata
 
 import numpy as np
 
@@ -25,25 +25,11 @@ def wordpiece_word_start(piece):
     return not piece.startswith("##")
 
 
-def _strip_accents(text):
-    text = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in text if not unicodedata.combining(c))
-
-
 def normalize_lines(text, lower):
-    """`tokenization.preprocess_text(line, lower=lower)` for every "\\n"-separated line of `text`, done in bulk.
-
-    Same result line by line (whitespace folding, NFKD without combining marks, lowercasing; LaTeX quotes kept,
-    as the original's `create_pretraining_data.py` keeps them); the accent pass runs only on lines with non-ASCII
-    characters, which is most of the speed-up.
-    """
-    lines = [" ".join(line.split()) for line in text.split("\n")]
-    joined = "\n".join(lines)
-    if not joined.isascii():
-        joined = "\n".join(line if line.isascii() else _strip_accents(line) for line in joined.split("\n"))
-    if lower:
-        joined = joined.lower()
-    return joined.split("\n")
+    """`tokenization.preprocess_text(line, lower=lower)` of every "\\n"-separated line of `text`, in bulk
+    (`tokenization.preprocess_lines`; LaTeX quotes kept, as the original's `create_pretraining_data.py` keeps
+    them)."""
+    return tokenization.preprocess_lines(text, lower=lower)
 
 
 class TokenTables:
