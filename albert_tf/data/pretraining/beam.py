@@ -9,8 +9,14 @@ The launcher only lists the input files (names and sizes, no contents). The pipe
 
   listed files -> SnapShards (a worker checks each file and cuts it at document boundaries: `file_cuts` reads the
   first 64 KiB and a few lines after each target offset) -> SpreadShards (Reshuffle: shards to all workers) ->
-  BuildRecords (`shard_records`: the shard's byte range read, tokenized, turned into serialized examples) ->
-  [GlobalShuffle] -> WriteToTFRecord (`<prefix>-SSSSS-of-NNNNN<suffix>`).
+  BuildRecords (`shard_records`: the shard's byte range read, tokenized, turned into serialized examples, framed as
+  TFRecord in batches, `tfrecord_writer.frame_records`) -> [GlobalShuffle (GroupByKey on a random bucket) ->
+  BucketOrder (a bucket sorted by its random keys)] -> GroupByFile -> Write (an output file's frames into Beam's
+  temporary folder) -> Finalize (the files renamed to `<prefix>-SSSSS-of-NNNNN<suffix>`).
+
+Records cross the stage boundaries as a few large `bytes` elements (the TFRecord frames of up to `_BATCH_BYTES` of
+records for one output file or one shuffle bucket), never one element per record: Beam's cost per element (coders,
+the Fn API data channel to and from the runner, its grouping) would otherwise exceed the cost of making the record.
 
 A failed, cancelled or interrupted run removes the output files and Beam temporary directories it created, so no
 file matching the output pattern is left; a run whose outputs already exist is refused before it starts.
@@ -25,8 +31,11 @@ import re
 import shutil
 import tempfile
 import time
+import uuid
+from typing import Tuple
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import Metrics, MetricsFilter
@@ -36,10 +45,11 @@ from apache_beam.runners.runner import PipelineState
 from albert_tf import fileio
 from albert_tf.data.pretraining.build import shard_records
 from albert_tf.data.pretraining.config import PretrainingConfig, PretrainingDataError, Stats
-from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, derive_seed
+from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, STREAM_INTERLEAVE, derive_seed
 from albert_tf.data.pretraining.shards import (DEFAULT_SHARD_SIZE_MB, InputShard, expand_input_patterns, file_cuts,
                                                shard_bytes_of, use_remote_io)
 from albert_tf.data.pretraining.tokens import TokenTables
+from albert_tf.data.tfrecord_writer import frame_records
 from albert_tf.errors import UsageError
 from albert_tf.text import tokenization
 
@@ -50,6 +60,11 @@ logger = logging.getLogger(__name__)
 SHUFFLE_BUCKET_RECORDS = 50_000
 # Text bytes per token for the bucket-count estimate (English SentencePiece: about 4.5).
 _BYTES_PER_TOKEN = 4.0
+# Records leave BuildRecords (and a shuffle bucket) as elements of TFRecord frames of at most about this many bytes:
+# Beam's per-element cost (coders, the Fn API data channel, the runner's grouping) is paid per piece, not per record.
+# A BuildRecords worker holds one batch of this size (and its frames) besides its shard.
+_BATCH_BYTES = 16 << 20
+_FRAME_OVERHEAD = 16  # a TFRecord frame: uint64 length, uint32 masked CRC of it, the data, uint32 masked CRC of it
 METRICS_NAMESPACE = "albert_tf.pretraining"
 # Runner names that mean Beam's local Python runner (run here as its FnApiRunner, never through Prism).
 _DIRECT_RUNNERS = {"direct", "directrunner", "switchingdirectrunner", "fnapirunner"}
@@ -208,19 +223,68 @@ def _beam_size(path):
     return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
 
 
+def _pieces(items, sizes, limit):
+    """Splits `items` (in order) into runs of at most about `limit` bytes (each run at least one item)."""
+    run, total = [], 0
+    for item, size in zip(items, sizes):
+        if run and total + size > limit:
+            yield run
+            run, total = [], 0
+        run.append(item)
+        total += size
+    if run:
+        yield run
+
+
+def _framed_groups(groups):
+    """TFRecord frames of each group of records, framed in one batch: [(group index, frames bytes)] for the
+    groups that are not empty."""
+    framed = frame_records([record for group in groups for record in group])
+    out, offset = [], 0
+    for index, group in enumerate(groups):
+        if group:
+            end = offset + sum(map(len, group)) + _FRAME_OVERHEAD * len(group)
+            out.append((index, framed[offset:end]))
+            offset = end
+    return out
+
+
+def _dealt_pieces(records, start, num_files):
+    """(output file, frames) pieces of a batch of records dealt round-robin over the files from `start`."""
+    groups = [records[(j - start) % num_files::num_files] for j in range(num_files)]
+    return _framed_groups(groups)
+
+
+def _keyed_pieces(buckets):
+    """(bucket, piece) of each non-empty bucket {bucket: (keys, records)} of one batch: a piece is
+    `uint32 n | n uint64 keys | n uint32 frame sizes | n TFRecord frames`, little-endian."""
+    order = sorted(buckets)
+    pieces = []
+    for bucket, frames in _framed_groups([buckets[b][1] for b in order]):
+        keys, records = buckets[order[bucket]]
+        sizes = np.fromiter(map(len, records), dtype=np.uint32, count=len(records)) + np.uint32(_FRAME_OVERHEAD)
+        pieces.append((order[bucket], b"".join((len(keys).to_bytes(4, "little"),
+                                                np.array(keys, dtype="<u8").tobytes(), sizes.astype("<u4").tobytes(),
+                                                frames))))
+    return pieces
+
+
 class _ShardRecordsFn(beam.DoFn):
-    """BuildRecords: an `InputShard`'s serialized records (`shard_records`), counted in Beam metrics; with
-    `shuffle_buckets`, each record keyed for the global shuffle as (bucket, (random key, record))."""
+    """BuildRecords: an `InputShard`'s serialized records (`shard_records`), counted in Beam metrics, leaving the
+    stage as a few large elements of TFRecord frames. Without `shuffle_buckets`: (output file, frames), the records
+    dealt round-robin over the `num_files` outputs from a seeded start. With `shuffle_buckets`: (bucket, piece), each
+    record keyed by a seeded 64-bit random key for the global shuffle (`_keyed_pieces`)."""
 
     _COUNTERS = ("shards", "text_bytes", "documents", "skipped_documents", "sentences", "tokens", "instances",
                  "instance_tokens", "sentence_order_positive", "masked_positions")
 
-    def __init__(self, tokenizer_files, do_lower_case, config, shuffle_buckets):
+    def __init__(self, tokenizer_files, do_lower_case, config, shuffle_buckets, num_files):
         super().__init__()
         self.tokenizer_files = tokenizer_files  # {argument: (file name, bytes)}: workers need no copy of them
         self.do_lower_case = do_lower_case
         self.config = config
         self.shuffle_buckets = shuffle_buckets
+        self.num_files = num_files
         self.tables = None
         self.counters = None
 
@@ -248,26 +312,114 @@ class _ShardRecordsFn(beam.DoFn):
         with _marked_errors():
             records = shard_records(shard, config, self.tables, stats)
             if self.shuffle_buckets:
-                rng = random.Random(derive_seed(config.random_seed, shard.file_index, shard.shard_in_file,
-                                                STREAM_GLOBAL_SHUFFLE))
-                buckets = self.shuffle_buckets
-                for record in records:
-                    key = rng.getrandbits(64)
-                    yield key % buckets, (key, record)
+                yield from self._shuffled(shard, records)
             else:
-                yield from records
+                yield from self._dealt(shard, records)
         for name in self._COUNTERS:
             self.counters[name].inc(getattr(stats, name))
         for i in range(config.ngram):
             self.counters[f"ngram_drawn_{i + 1}"].inc(stats.ngram_drawn[i])
             self.counters[f"ngram_accepted_{i + 1}"].inc(stats.ngram_accepted[i])
 
+    def _dealt(self, shard, records):
+        num_files = self.num_files
+        position = derive_seed(self.config.random_seed, shard.file_index, shard.shard_in_file,
+                               STREAM_INTERLEAVE) % num_files
+        batch, size = [], 0
+        for record in records:
+            batch.append(record)
+            size += len(record)
+            if size >= _BATCH_BYTES:
+                yield from _dealt_pieces(batch, position, num_files)
+                position = (position + len(batch)) % num_files
+                batch, size = [], 0
+        if batch:
+            yield from _dealt_pieces(batch, position, num_files)
 
-def _bucket_records(item):
-    """A shuffled bucket: its records in the order of their random keys (ties: by bytes)."""
-    _, keyed = item
-    for _, record in sorted(keyed):
-        yield record
+    def _shuffled(self, shard, records):
+        rng = random.Random(derive_seed(self.config.random_seed, shard.file_index, shard.shard_in_file,
+                                        STREAM_GLOBAL_SHUFFLE))
+        num_buckets = self.shuffle_buckets
+        buckets, size = {}, 0
+        for record in records:
+            key = rng.getrandbits(64)
+            bucket = buckets.get(key % num_buckets)
+            if bucket is None:
+                bucket = buckets[key % num_buckets] = ([], [])
+            bucket[0].append(key)
+            bucket[1].append(record)
+            size += len(record)
+            if size >= _BATCH_BYTES:
+                yield from _keyed_pieces(buckets)
+                buckets, size = {}, 0
+        if buckets:
+            yield from _keyed_pieces(buckets)
+
+
+def _order_bucket(item, num_files, seed):
+    """GlobalShuffle: a bucket's records in the order of their random keys (ties: by frame bytes), dealt
+    round-robin over the output files from a seeded start, as (output file, frames) pieces."""
+    bucket, pieces = item
+    keys, sizes, frames = [], [], []
+    for piece in pieces:
+        n = int.from_bytes(piece[:4], "little")
+        keys.append(np.frombuffer(piece, dtype="<u8", count=n, offset=4))
+        sizes.append(np.frombuffer(piece, dtype="<u4", count=n, offset=4 + 8 * n))
+        frames.append(memoryview(piece)[4 + 12 * n:])
+    keys = np.concatenate(keys)
+    sizes = np.concatenate(sizes).astype(np.int64)
+    data = memoryview(b"".join(frames))
+    ends = np.cumsum(sizes).tolist()
+    starts = [0] + ends[:-1]
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    if len(ordered) > 1 and bool(np.any(ordered[1:] == ordered[:-1])):  # 64-bit keys: almost never
+        order = sorted(range(len(keys)), key=lambda i: (int(keys[i]), bytes(data[starts[i]:ends[i]])))
+    order = list(map(int, order))
+    start = derive_seed(seed, bucket, STREAM_GLOBAL_SHUFFLE) % num_files
+    for j in range(num_files):
+        chosen = order[(j - start) % num_files::num_files]
+        for run in _pieces(chosen, (ends[i] - starts[i] for i in chosen), _BATCH_BYTES):
+            yield j, b"".join([data[starts[i]:ends[i]] for i in run])
+
+
+def _write_file(item, temp_dir, names):
+    """Write: one output file's frames, as they come, into a file of its own in Beam's temporary folder (a retried
+    or duplicated attempt writes another); yields (0, (file index, temporary path)) for `_finalize`."""
+    index, pieces = item
+    path = FileSystems.join(temp_dir, f"{uuid.uuid4().hex}-{FileSystems.split(names[index])[1]}")
+    f = FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    try:
+        for piece in pieces:
+            f.write(piece)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            f.close()
+            FileSystems.delete([path])
+        raise
+    f.close()
+    yield 0, (index, path)
+
+
+def _finalize(item, temp_dir, names):
+    """Finalize, once every file is written: the written files (the committed attempts) renamed into place, the
+    others created empty, the temporary folder removed. A retried finalize skips what an earlier attempt renamed."""
+    _, written = item
+    sources, destinations, done = [], [], set()
+    for index, path in written:
+        if index not in done and (FileSystems.exists(path) or not FileSystems.exists(names[index])):
+            sources.append(path)
+            destinations.append(names[index])
+        done.add(index)
+    for index, name in enumerate(names):
+        if index not in done and not FileSystems.exists(name):
+            FileSystems.create(name, compression_type=CompressionTypes.UNCOMPRESSED).close()
+    if sources:
+        FileSystems.rename(sources, destinations)
+    try:
+        FileSystems.delete([temp_dir])
+    except Exception as err:  # pylint: disable=broad-except  (an object store may hold no folder object)
+        logger.debug("could not remove %s: %s", temp_dir, err)
 
 
 def shuffle_bucket_count(text_bytes, config):
@@ -397,19 +549,26 @@ def create_pretraining_data_beam(input_files, output_prefix, *, spm_model_file=N
                 total_bytes / 1e6, num_output_shards, os.path.basename(output_names(output_prefix, num_output_shards,
                                                                                      file_name_suffix)[0]),
                 f"on ({buckets} buckets)" if buckets else "off")
+    names = output_names(output_prefix, num_output_shards, file_name_suffix)
+    directory, base = FileSystems.split(output_prefix)
+    temp_dir = FileSystems.join(directory, f"beam-temp-{base}-{uuid.uuid4().hex}")
     pipeline = beam.Pipeline(runner=runner, options=options)
-    records = (pipeline
-               | "ListedFiles" >> beam.Create([(i, path) for i, (path, _) in enumerate(listed)])
-               | "SnapShards" >> beam.FlatMap(_file_shards, shard_bytes)
-               | "SpreadShards" >> beam.Reshuffle()
-               | "BuildRecords" >> beam.ParDo(_ShardRecordsFn(tokenizer_files, do_lower_case, config, buckets)))
+    pieces = (pipeline
+              | "ListedFiles" >> beam.Create([(i, path) for i, (path, _) in enumerate(listed)])
+              | "SnapShards" >> beam.FlatMap(_file_shards, shard_bytes)
+              | "SpreadShards" >> beam.Reshuffle()
+              | "BuildRecords" >> beam.ParDo(_ShardRecordsFn(tokenizer_files, do_lower_case, config, buckets,
+                                                             num_output_shards)).with_output_types(Tuple[int, bytes]))
     if buckets:
-        records = (records
-                   | "GlobalShuffle" >> beam.GroupByKey()
-                   | "BucketOrder" >> beam.FlatMap(_bucket_records))
-    _ = records | "Write" >> beam.io.WriteToTFRecord(output_prefix, file_name_suffix=file_name_suffix,
-                                                     num_shards=num_output_shards,
-                                                     compression_type=CompressionTypes.UNCOMPRESSED)
+        pieces = (pieces
+                  | "GlobalShuffle" >> beam.GroupByKey()
+                  | "BucketOrder" >> beam.FlatMap(_order_bucket, num_output_shards,
+                                                  config.random_seed).with_output_types(Tuple[int, bytes]))
+    _ = (pieces
+         | "GroupByFile" >> beam.GroupByKey()
+         | "Write" >> beam.FlatMap(_write_file, temp_dir, names).with_output_types(Tuple[int, Tuple[int, str]])
+         | "AllWritten" >> beam.GroupByKey()
+         | "Finalize" >> beam.Map(_finalize, temp_dir, names))
     result = None
     try:
         with _importable_by_workers(local), _quiet_marked_errors():
