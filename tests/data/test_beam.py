@@ -17,6 +17,7 @@ from albert_tf.data import records as records_lib
 from albert_tf.data.pretraining import (PretrainingConfig, PretrainingDataError, TokenTables, create_pretraining_data,
                                         plan_shards, shard_records)
 from albert_tf.data.pretraining import beam as beam_pipeline
+from albert_tf.data.tfrecord_writer import frame_records
 from albert_tf.text import tokenization
 from tests.helpers import DATA_DIR, SPM, assert_one_line_error, run_script
 
@@ -182,3 +183,23 @@ def test_no_beam_flags_without_runner(tmp_path):
                                                        f"--spm_model_file={SPM}", "--direct_num_workers=2"])
     assert_one_line_error(result, "--direct_num_workers", status=2)
     assert not fileio.is_remote(str(tmp_path)) and os.listdir(tmp_path) == []
+
+
+
+def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():
+    """BuildRecords sends a batch as one element of TFRecord frames per output file (dealt round-robin from the
+    given start) or per shuffle bucket; a bucket comes out in the order of its keys (ties: by frame bytes)."""
+    # pylint: disable=protected-access
+    records = [bytes([i]) * (i + 1) for i in range(10)]
+    dealt = beam_pipeline._dealt_pieces(records, 2, 3)
+    assert dealt == [(j, frame_records([r for i, r in enumerate(records) if (2 + i) % 3 == j])) for j in range(3)]
+    assert beam_pipeline._dealt_pieces(records[:1], 1, 3) == [(1, frame_records(records[:1]))]  # no empty pieces
+
+    keys = [7, 3, 2**64 - 1, 3, 0, 12, 5, 9, 1, 8]  # two equal keys: ordered by their frames' bytes
+    pieces = [piece for lo, hi in ((0, 4), (4, 10))
+              for _, piece in beam_pipeline._keyed_pieces({5: (keys[lo:hi], records[lo:hi])})]
+    in_order = [r for _, _, r in sorted(zip(keys, [frame_records([r]) for r in records], records))]
+    assert list(beam_pipeline._order_bucket((5, pieces[::-1]), 1, 12345)) == [(0, frame_records(in_order))]
+    two = dict(beam_pipeline._order_bucket((5, pieces), 2, 12345))
+    start = 0 if two[0].startswith(frame_records(in_order[:1])) else 1
+    assert two == {j: frame_records(in_order[(j - start) % 2::2]) for j in range(2)}
