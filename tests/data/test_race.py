@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from albert_tf.data import race, records
 from albert_tf.evaluation import race as race_metrics
+from albert_tf.text.tokenization import FullTokenizer
 from tests.helpers import REPO as REPO_ROOT
 from tests.helpers import SAMPLE_RACE as SAMPLE_DIR
 
@@ -252,8 +253,6 @@ def test_qa_length_must_leave_room(tokenizer):
 
 
 def test_wordpiece_tokenizer_features():
-    from albert_tf.text.tokenization import FullTokenizer
-
     tokenizer = FullTokenizer(vocab_file=os.path.join(REPO_ROOT, "data", "vocab_chinese.txt"))
     example = race.RaceExample("x-0", "high", "今天天气很好。", "天气 _ ？", ["好", "坏", "冷", "热"], 0)
     features = race.convert_example(example, tokenizer, 24, 8)
@@ -274,6 +273,11 @@ def test_records_cache_reuse_rebuild_and_foreign_files(tokenizer, tmp_path):
     assert os.stat(path).st_mtime_ns == stamp and ordered == examples  # reused
     race.prepare_records(examples, tokenizer, path, 64, 24, "dev")  # max_qa_length changed: rebuilt
     assert records.read_meta(path)["key"] == race.cache_key(examples, tokenizer, 64, 24, "read")
+    assert records.read_meta(path)["key"]["tokenizer"] == records.tokenizer_fingerprint(tokenizer)  # as every task
+    stamp = os.stat(path).st_mtime_ns
+    cased = FullTokenizer(spm_model_file=tokenizer.spm_model_file, do_lower_case=False)
+    race.prepare_records(examples, cased, path, 64, 24, "dev")  # the casing changed: rebuilt
+    assert os.stat(path).st_mtime_ns != stamp
     assert not [f for f in os.listdir(tmp_path) if ".tmp" in f]
     x = next(iter(race.inference_dataset(path, 64, len(examples), 16)))
     labels, index = x["label_ids"], x["example_index"]
