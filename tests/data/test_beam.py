@@ -86,7 +86,7 @@ def test_in_process_runner_same_records_as_local_tool_in_beam_named_files(tmp_pa
     assert sum(_switches(recs, origin) for recs in per_file) <= 3 * num_shards
 
 
-def test_multi_process_runner_same_records_and_global_shuffle(tmp_path, reference):
+def test_multi_process_runner_same_records_and_global_shuffle_fixed_by_the_seed(tmp_path, reference):
     local, origin, num_shards = reference
     prefix = tmp_path / "pretraining"
     _beam(prefix, DIRECT + ["--direct_running_mode=multi_processing", "--direct_num_workers=2"], shuffle=True,
@@ -100,6 +100,11 @@ def test_multi_process_runner_same_records_and_global_shuffle(tmp_path, referenc
     share = sum(origin[r] for r in local) / len(local)
     expected = 2 * share * (1 - share) * len(local)
     assert sum(_switches(_read([f]), origin) for f in files) > max(0.6 * expected, 6 * num_shards)
+    # The shuffled files are fixed by the seed, whatever the runner's mode and workers.
+    again = tmp_path / "again"
+    _beam(again, DIRECT + ["--direct_running_mode=in_memory"], shuffle=True, num_shards=2)
+    assert [(tmp_path / f"again-0000{i}-of-00002").read_bytes() for i in range(2)] == [
+        (tmp_path / os.path.basename(f)).read_bytes() for f in files]
 
 
 def test_global_shuffle_in_process_keeps_the_records(tmp_path, reference):
@@ -199,7 +204,8 @@ def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():
     pieces = [piece for lo, hi in ((0, 4), (4, 10))
               for _, piece in beam_pipeline._keyed_pieces({5: (keys[lo:hi], records[lo:hi])})]
     in_order = [r for _, _, r in sorted(zip(keys, [frame_records([r]) for r in records], records))]
-    assert list(beam_pipeline._order_bucket((5, pieces[::-1]), 1, 12345)) == [(0, frame_records(in_order))]
-    two = dict(beam_pipeline._order_bucket((5, pieces), 2, 12345))
-    start = 0 if two[0].startswith(frame_records(in_order[:1])) else 1
-    assert two == {j: frame_records(in_order[(j - start) % 2::2]) for j in range(2)}
+    assert b"".join(beam_pipeline._bucket_frames(pieces[::-1])) == frame_records(in_order)
+    assert b"".join(beam_pipeline._pieces_of(beam_pipeline._bucket_frames(pieces))) == frame_records(in_order)
+    # Bucket b is written to output file b % files: as many buckets for each file.
+    assert [beam_pipeline.shuffle_bucket_count(size, CONFIG, files) for size, files in
+            ((1000, 1), (1000, 4), (10**9, 1), (10**9, 7))] == [1, 4, 164, 168]

@@ -356,10 +356,8 @@ class _ShardRecordsFn(beam.DoFn):
             yield from _keyed_pieces(buckets)
 
 
-def _order_bucket(item, num_files, seed):
-    """GlobalShuffle: a bucket's records in the order of their random keys (ties: by frame bytes), dealt
-    round-robin over the output files from a seeded start, as (output file, frames) pieces."""
-    bucket, pieces = item
+def _bucket_frames(pieces):
+    """A bucket's frames in the order of their random keys (ties: by frame bytes), from its `_keyed_pieces`."""
     keys, sizes, frames = [], [], []
     for piece in pieces:
         n = int.from_bytes(piece[:4], "little")
@@ -367,27 +365,58 @@ def _order_bucket(item, num_files, seed):
         sizes.append(np.frombuffer(piece, dtype="<u4", count=n, offset=4 + 8 * n))
         frames.append(memoryview(piece)[4 + 12 * n:])
     keys = np.concatenate(keys)
-    sizes = np.concatenate(sizes).astype(np.int64)
     data = memoryview(b"".join(frames))
-    ends = np.cumsum(sizes).tolist()
+    ends = np.cumsum(np.concatenate(sizes).astype(np.int64)).tolist()
     starts = [0] + ends[:-1]
     order = np.argsort(keys, kind="stable")
     ordered = keys[order]
     if len(ordered) > 1 and bool(np.any(ordered[1:] == ordered[:-1])):  # 64-bit keys: almost never
         order = sorted(range(len(keys)), key=lambda i: (int(keys[i]), bytes(data[starts[i]:ends[i]])))
-    order = list(map(int, order))
-    start = derive_seed(seed, bucket, STREAM_GLOBAL_SHUFFLE) % num_files
-    for j in range(num_files):
-        chosen = order[(j - start) % num_files::num_files]
-        for run in _pieces(chosen, (ends[i] - starts[i] for i in chosen), _BATCH_BYTES):
-            yield j, b"".join([data[starts[i]:ends[i]] for i in run])
+    return [data[starts[i]:ends[i]] for i in map(int, order)]
 
 
-def _write_file(item, temp_dir, names):
-    """Write: one output file's frames, as they come, into a file of its own in Beam's temporary folder (a retried
-    or duplicated attempt writes another); yields (0, (file index, temporary path)) for `_finalize`."""
-    index, pieces = item
+def _write_bucket(item, temp_dir, num_files):
+    """GlobalShuffle: a bucket's frames in key order, written as one segment file in Beam's temporary folder (a
+    retried attempt writes its own); yields (output file, (bucket, segment path)). Bucket b goes to file b % files."""
+    bucket, pieces = item
+    frames = _bucket_frames(pieces)
+    path = FileSystems.join(temp_dir, f"{uuid.uuid4().hex}-bucket-{bucket}")
+    _write_all(path, _pieces_of(frames))
+    yield bucket % num_files, (bucket, path)
+
+
+def _pieces_of(frames):
+    for run in _pieces(frames, map(len, frames), _BATCH_BYTES):
+        yield b"".join(run)
+
+
+def _concat_segments(item, temp_dir, names):
+    """Write (with the global shuffle): an output file as its buckets' segments one after the other, in bucket
+    order; yields (0, (file index, temporary path)) for `_finalize`."""
+    index, segments = item
+    paths = {}
+    for bucket, path in segments:
+        paths.setdefault(bucket, path)  # one segment per bucket (a runner may commit a duplicate)
     path = FileSystems.join(temp_dir, f"{uuid.uuid4().hex}-{FileSystems.split(names[index])[1]}")
+    _write_all(path, _read_all([paths[bucket] for bucket in sorted(paths)]))
+    yield 0, (index, path)
+
+
+def _read_all(paths, block=8 << 20):
+    for path in paths:
+        f = _beam_open(path)
+        try:
+            while True:
+                data = f.read(block)
+                if not data:
+                    break
+                yield data
+        finally:
+            f.close()
+
+
+def _write_all(path, pieces):
+    """Writes `pieces` (bytes) into a new file at `path`; a file cut short by an error is removed."""
     f = FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
     try:
         for piece in pieces:
@@ -398,6 +427,14 @@ def _write_file(item, temp_dir, names):
             FileSystems.delete([path])
         raise
     f.close()
+
+
+def _write_file(item, temp_dir, names):
+    """Write: one output file's frames, as they come, into a file of its own in Beam's temporary folder (a retried
+    or duplicated attempt writes another); yields (0, (file index, temporary path)) for `_finalize`."""
+    index, pieces = item
+    path = FileSystems.join(temp_dir, f"{uuid.uuid4().hex}-{FileSystems.split(names[index])[1]}")
+    _write_all(path, pieces)
     yield 0, (index, path)
 
 
@@ -422,10 +459,11 @@ def _finalize(item, temp_dir, names):
         logger.debug("could not remove %s: %s", temp_dir, err)
 
 
-def shuffle_bucket_count(text_bytes, config):
-    """Buckets of the global shuffle: about `SHUFFLE_BUCKET_RECORDS` records each, estimated from the input size."""
+def shuffle_bucket_count(text_bytes, config, num_files=1):
+    """Buckets of the global shuffle: about `SHUFFLE_BUCKET_RECORDS` records each, estimated from the input size,
+    rounded up to a multiple of `num_files` (bucket b is written to output file b % num_files)."""
     estimate = config.dupe_factor * text_bytes / (_BYTES_PER_TOKEN * max(config.max_num_tokens, 1))
-    return max(1, math.ceil(estimate / SHUFFLE_BUCKET_RECORDS))
+    return num_files * math.ceil(max(1, math.ceil(estimate / SHUFFLE_BUCKET_RECORDS)) / num_files)
 
 
 def _stats(result, ngram):
@@ -542,7 +580,7 @@ def create_pretraining_data_beam(input_files, output_prefix, *, spm_model_file=N
             made_dir = None
     temps_before = _temp_dirs(output_prefix)
     total_bytes = sum(size for _, size in listed)
-    buckets = shuffle_bucket_count(total_bytes, config) if global_shuffle else 0
+    buckets = shuffle_bucket_count(total_bytes, config, num_output_shards) if global_shuffle else 0
     local = _is_direct(options)
     runner = _direct_runner(options) if local else None
     logger.info("Beam pipeline: %d input files (%.1f MB), %d output files %s, global shuffle %s", len(listed),
@@ -560,13 +598,19 @@ def create_pretraining_data_beam(input_files, output_prefix, *, spm_model_file=N
               | "BuildRecords" >> beam.ParDo(_ShardRecordsFn(tokenizer_files, do_lower_case, config, buckets,
                                                              num_output_shards)).with_output_types(Tuple[int, bytes]))
     if buckets:
-        pieces = (pieces
-                  | "GlobalShuffle" >> beam.GroupByKey()
-                  | "BucketOrder" >> beam.FlatMap(_order_bucket, num_output_shards,
-                                                  config.random_seed).with_output_types(Tuple[int, bytes]))
-    _ = (pieces
-         | "GroupByFile" >> beam.GroupByKey()
-         | "Write" >> beam.FlatMap(_write_file, temp_dir, names).with_output_types(Tuple[int, Tuple[int, str]])
+        written = (pieces
+                   | "GlobalShuffle" >> beam.GroupByKey()
+                   | "BucketOrder" >> beam.FlatMap(_write_bucket, temp_dir, num_output_shards).with_output_types(
+                       Tuple[int, Tuple[int, str]])
+                   | "GroupByFile" >> beam.GroupByKey()
+                   | "Write" >> beam.FlatMap(_concat_segments, temp_dir, names).with_output_types(
+                       Tuple[int, Tuple[int, str]]))
+    else:
+        written = (pieces
+                   | "GroupByFile" >> beam.GroupByKey()
+                   | "Write" >> beam.FlatMap(_write_file, temp_dir, names).with_output_types(
+                       Tuple[int, Tuple[int, str]]))
+    _ = (written
          | "AllWritten" >> beam.GroupByKey()
          | "Finalize" >> beam.Map(_finalize, temp_dir, names))
     result = None
