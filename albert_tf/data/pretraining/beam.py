@@ -10,9 +10,12 @@ The launcher only lists the input files (names and sizes, no contents). The pipe
   listed files -> SnapShards (a worker checks each file and cuts it at document boundaries: `file_cuts` reads the
   first 64 KiB and a few lines after each target offset) -> SpreadShards (Reshuffle: shards to all workers) ->
   BuildRecords (`shard_records`: the shard's byte range read, tokenized, turned into serialized examples, framed as
-  TFRecord in batches, `tfrecord_writer.frame_records`) -> [GlobalShuffle (GroupByKey on a random bucket) ->
-  BucketOrder (a bucket sorted by its random keys)] -> GroupByFile -> Write (an output file's frames into Beam's
-  temporary folder) -> Finalize (the files renamed to `<prefix>-SSSSS-of-NNNNN<suffix>`).
+  TFRecord in batches, `tfrecord_writer.frame_records`) ->
+    without the global shuffle: GroupByFile -> Write (an output file's frames into Beam's temporary folder);
+    with it: GlobalShuffle (GroupByKey on a random bucket) -> BucketOrder (a bucket sorted by its random keys, written
+    as a segment file in the temporary folder) -> GroupByFile (the segments' names) -> Write (an output file as its
+    buckets' segments, in bucket order) ->
+  Finalize (the files renamed to `<prefix>-SSSSS-of-NNNNN<suffix>`, the temporary folder removed).
 
 Records cross the stage boundaries as a few large `bytes` elements (the TFRecord frames of up to `_BATCH_BYTES` of
 records for one output file or one shuffle bucket), never one element per record: Beam's cost per element (coders,
