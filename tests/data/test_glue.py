@@ -114,11 +114,12 @@ def test_glue_data_error_keeps_its_old_name_in_the_family():
                                                              glue.MalformedRowError, glue.UnknownLabelError))
 
 
-def test_inferred_labels_in_natural_order(tmp_path):
+def test_inferred_labels_numbers_by_value_then_text(tmp_path):
+    """The label order is the model's output order, so it stays the one earlier releases inferred."""
     train = _write(str(tmp_path / "train.tsv"), "text\tlabel\n" + "".join(
         f"t\t{label}\n" for label in ("class10", "class2", "1.5", "-1", "b", "class1", "10")))
     assert glue.CsvProcessor(train_file=train).get_labels() == [
-        "-1", "1.5", "10", "b", "class1", "class2", "class10"]
+        "-1", "1.5", "10", "b", "class1", "class10", "class2"]
 
 
 def test_csv_processor(tmp_path):

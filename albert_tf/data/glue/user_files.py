@@ -11,7 +11,7 @@ import tensorflow as tf
 from albert_tf.data.glue.errors import GlueDataError, MalformedRowError, MissingSplitError
 from albert_tf.data.glue.processor import DataProcessor, InputExample
 from albert_tf.data.glue.rows import read_rows
-from albert_tf.data.natural_order import natural_key
+from albert_tf.data.natural_order import label_key
 
 
 def _column_spec(value):
@@ -35,7 +35,7 @@ class CsvProcessor(DataProcessor):
       delimiter: field separator ("\\t", ","; "tab" and "comma" are accepted too).
       header: whether each file's first row is a header.
       labels: the label strings in index order; None: the distinct labels of the train file, or of the dev file
-        when there is no train file, in natural order (`natural_order.natural_key`: numbers by value).
+        when there is no train file, numbers first by value, then the others as text (`natural_order.label_key`).
       regression: labels are numbers and the model outputs one score.
       quoting: a `csv` quoting constant (default: none for tab-separated files, CSV quoting otherwise).
       task_name: the name used in cache file names and reports.
@@ -80,7 +80,7 @@ class CsvProcessor(DataProcessor):
         values = {row[i].strip() for _, row, i in self._label_cells(path)}
         if not values:
             raise GlueDataError(f"{path}: no labelled rows to infer the label list from")
-        labels = sorted(values, key=natural_key)
+        labels = sorted(values, key=label_key)
         logging.info("Task %s: labels inferred from %s: %s", self.task_name, path, labels)
         return labels
 
