@@ -63,9 +63,12 @@ def _switches(records, origin):
     return sum(a != b for a, b in zip(labels, labels[1:]))
 
 
-def test_in_process_runner_same_records_as_local_tool_in_beam_named_files(tmp_path, reference, monkeypatch):
+@pytest.mark.parametrize("segments", [True, False], ids=["through-segment-files", "through-the-runner"])
+def test_in_process_runner_same_records_as_local_tool_in_beam_named_files(tmp_path, reference, monkeypatch, segments):
     from apache_beam.runners.portability import prism_runner  # pylint: disable=import-outside-toplevel
 
+    # Local outputs pass the records through segment files; remote ones through the runner, as here when off.
+    monkeypatch.setattr(beam_pipeline, "_LOCAL_SEGMENTS", segments)
     prism = []
     monkeypatch.setattr(prism_runner.PrismRunner, "__init__", lambda self, *a, **k: prism.append(1))
     local, origin, num_shards = reference

@@ -67,6 +67,9 @@ _BYTES_PER_TOKEN = 4.0
 # Beam's per-element cost (coders, the Fn API data channel, the runner's grouping) is paid per piece, not per record.
 # A BuildRecords worker holds one batch of this size (and its frames) besides its shard.
 _BATCH_BYTES = 16 << 20
+# Local outputs without the global shuffle pass the records from BuildRecords to Write through segment files (False:
+# through the runner, as for remote outputs; the tests run both).
+_LOCAL_SEGMENTS = True
 _FRAME_OVERHEAD = 16  # a TFRecord frame: uint64 length, uint32 masked CRC of it, the data, uint32 masked CRC of it
 METRICS_NAMESPACE = "albert_tf.pretraining"
 # Runner names that mean Beam's local Python runner (run here as its FnApiRunner, never through Prism).
@@ -281,8 +284,9 @@ class _ShardRecordsFn(beam.DoFn):
     _COUNTERS = ("shards", "text_bytes", "documents", "skipped_documents", "sentences", "tokens", "instances",
                  "instance_tokens", "sentence_order_positive", "masked_positions")
 
-    def __init__(self, tokenizer_files, do_lower_case, config, shuffle_buckets, num_files):
+    def __init__(self, tokenizer_files, do_lower_case, config, shuffle_buckets, num_files, segments_dir=None):
         super().__init__()
+        self.segments_dir = segments_dir
         self.tokenizer_files = tokenizer_files  # {argument: (file name, bytes)}: workers need no copy of them
         self.do_lower_case = do_lower_case
         self.config = config
@@ -333,11 +337,24 @@ class _ShardRecordsFn(beam.DoFn):
             batch.append(record)
             size += len(record)
             if size >= _BATCH_BYTES:
-                yield from _dealt_pieces(batch, position, num_files)
+                yield from self._out(_dealt_pieces(batch, position, num_files))
                 position = (position + len(batch)) % num_files
                 batch, size = [], 0
         if batch:
-            yield from _dealt_pieces(batch, position, num_files)
+            yield from self._out(_dealt_pieces(batch, position, num_files))
+
+    def _out(self, pieces):
+        """The (output file, frames) pieces, or with `segments_dir` (local outputs, one machine) the pieces written
+        one after the other into a segment file there and (output file, (segment, offset, length)) for each."""
+        if not self.segments_dir:
+            yield from pieces
+            return
+        path = FileSystems.join(self.segments_dir, f"{uuid.uuid4().hex}-segment")
+        _write_all(path, (frames for _, frames in pieces))
+        offset = 0
+        for index, frames in pieces:
+            yield index, (path, offset, len(frames))
+            offset += len(frames)
 
     def _shuffled(self, shard, records):
         rng = random.Random(derive_seed(self.config.random_seed, shard.file_index, shard.shard_in_file,
@@ -430,6 +447,25 @@ def _write_all(path, pieces):
             FileSystems.delete([path])
         raise
     f.close()
+
+
+def _write_ranges(item, temp_dir, names):
+    """Write (local outputs, without the global shuffle): one output file's byte ranges of segment files copied one
+    after the other, as they come; yields (0, (file index, temporary path)) for `_finalize`."""
+    index, ranges = item
+    path = FileSystems.join(temp_dir, f"{uuid.uuid4().hex}-{FileSystems.split(names[index])[1]}")
+
+    def pieces():
+        for segment, offset, length in ranges:
+            with open(segment, "rb") as f:
+                f.seek(offset)
+                data = f.read(length)
+            if len(data) != length:
+                raise OSError(f"{segment}: {len(data)} bytes at {offset}, expected {length}")
+            yield data
+
+    _write_all(path, pieces())
+    yield 0, (index, path)
 
 
 def _write_file(item, temp_dir, names):
@@ -594,12 +630,17 @@ def create_pretraining_data_beam(input_files, output_prefix, *, spm_model_file=N
     directory, base = FileSystems.split(output_prefix)
     temp_dir = FileSystems.join(directory, f"beam-temp-{base}-{uuid.uuid4().hex}")
     pipeline = beam.Pipeline(runner=runner, options=options)
+    # Local outputs without the global shuffle: the records go from BuildRecords to Write through segment files in the
+    # temporary folder (a copy on one disk), not through the runner (its data channel and grouping cost more).
+    segments = not buckets and not fileio.is_remote(output_prefix) and _LOCAL_SEGMENTS
     pieces = (pipeline
               | "ListedFiles" >> beam.Create([(i, path) for i, (path, _) in enumerate(listed)])
               | "SnapShards" >> beam.FlatMap(_file_shards, shard_bytes)
               | "SpreadShards" >> beam.Reshuffle()
-              | "BuildRecords" >> beam.ParDo(_ShardRecordsFn(tokenizer_files, do_lower_case, config, buckets,
-                                                             num_output_shards)).with_output_types(Tuple[int, bytes]))
+              | "BuildRecords" >> beam.ParDo(_ShardRecordsFn(
+                  tokenizer_files, do_lower_case, config, buckets, num_output_shards,
+                  temp_dir if segments else None)).with_output_types(
+                      Tuple[int, Tuple[str, int, int]] if segments else Tuple[int, bytes]))
     if buckets:
         written = (pieces
                    | "GlobalShuffle" >> beam.GroupByKey()
@@ -611,7 +652,8 @@ def create_pretraining_data_beam(input_files, output_prefix, *, spm_model_file=N
     else:
         written = (pieces
                    | "GroupByFile" >> beam.GroupByKey()
-                   | "Write" >> beam.FlatMap(_write_file, temp_dir, names).with_output_types(
+                   | "Write" >> beam.FlatMap(_write_ranges if segments else _write_file, temp_dir,
+                                            names).with_output_types(
                        Tuple[int, Tuple[int, str]]))
     _ = (written
          | "AllWritten" >> beam.GroupByKey()
