@@ -110,7 +110,9 @@ def test_multi_process_runner_same_records_and_global_shuffle_fixed_by_the_seed(
         (tmp_path / os.path.basename(f)).read_bytes() for f in files]
 
 
-def test_global_shuffle_in_process_keeps_the_records(tmp_path, reference):
+@pytest.mark.parametrize("segments", [True, False], ids=["through-segment-files", "through-the-runner"])
+def test_global_shuffle_in_process_keeps_the_records(tmp_path, reference, monkeypatch, segments):
+    monkeypatch.setattr(beam_pipeline, "_LOCAL_SEGMENTS", segments)
     local, origin, _ = reference
     prefix = tmp_path / "one"
     _beam(prefix, DIRECT, shuffle=True, num_shards=1)

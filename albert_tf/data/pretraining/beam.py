@@ -67,8 +67,8 @@ _BYTES_PER_TOKEN = 4.0
 # Beam's per-element cost (coders, the Fn API data channel, the runner's grouping) is paid per piece, not per record.
 # A BuildRecords worker holds one batch of this size (and its frames) besides its shard.
 _BATCH_BYTES = 16 << 20
-# Local outputs without the global shuffle pass the records from BuildRecords to Write through segment files (False:
-# through the runner, as for remote outputs; the tests run both).
+# Local outputs pass the records from BuildRecords to the next step through segment files (False: through the
+# runner, as for remote outputs; the tests run both).
 _LOCAL_SEGMENTS = True
 _FRAME_OVERHEAD = 16  # a TFRecord frame: uint64 length, uint32 masked CRC of it, the data, uint32 masked CRC of it
 METRICS_NAMESPACE = "albert_tf.pretraining"
@@ -344,8 +344,8 @@ class _ShardRecordsFn(beam.DoFn):
             yield from self._out(_dealt_pieces(batch, position, num_files))
 
     def _out(self, pieces):
-        """The (output file, frames) pieces, or with `segments_dir` (local outputs, one machine) the pieces written
-        one after the other into a segment file there and (output file, (segment, offset, length)) for each."""
+        """The (output file or bucket, piece) pieces, or with `segments_dir` (local outputs, one machine) the pieces
+        written one after the other into a segment file there and (file or bucket, (segment, offset, length))."""
         if not self.segments_dir:
             yield from pieces
             return
@@ -370,10 +370,10 @@ class _ShardRecordsFn(beam.DoFn):
             bucket[1].append(record)
             size += len(record)
             if size >= _BATCH_BYTES:
-                yield from _keyed_pieces(buckets)
+                yield from self._out(_keyed_pieces(buckets))
                 buckets, size = {}, 0
         if buckets:
-            yield from _keyed_pieces(buckets)
+            yield from self._out(_keyed_pieces(buckets))
 
 
 def _bucket_frames(pieces):
@@ -399,7 +399,7 @@ def _write_bucket(item, temp_dir, num_files):
     """GlobalShuffle: a bucket's frames in key order, written as one segment file in Beam's temporary folder (a
     retried attempt writes its own); yields (output file, (bucket, segment path)). Bucket b goes to file b % files."""
     bucket, pieces = item
-    frames = _bucket_frames(pieces)
+    frames = _bucket_frames(_read_range(*piece) if isinstance(piece, tuple) else piece for piece in pieces)
     path = FileSystems.join(temp_dir, f"{uuid.uuid4().hex}-bucket-{bucket}")
     _write_all(path, _pieces_of(frames))
     yield bucket % num_files, (bucket, path)
@@ -454,18 +454,18 @@ def _write_ranges(item, temp_dir, names):
     after the other, as they come; yields (0, (file index, temporary path)) for `_finalize`."""
     index, ranges = item
     path = FileSystems.join(temp_dir, f"{uuid.uuid4().hex}-{FileSystems.split(names[index])[1]}")
-
-    def pieces():
-        for segment, offset, length in ranges:
-            with open(segment, "rb") as f:
-                f.seek(offset)
-                data = f.read(length)
-            if len(data) != length:
-                raise OSError(f"{segment}: {len(data)} bytes at {offset}, expected {length}")
-            yield data
-
-    _write_all(path, pieces())
+    _write_all(path, (_read_range(*r) for r in ranges))
     yield 0, (index, path)
+
+
+def _read_range(segment, offset, length):
+    """`length` bytes at `offset` of a local segment file."""
+    with open(segment, "rb") as f:
+        f.seek(offset)
+        data = f.read(length)
+    if len(data) != length:
+        raise OSError(f"{segment}: {len(data)} bytes at {offset}, expected {length}")
+    return data
 
 
 def _write_file(item, temp_dir, names):
@@ -630,9 +630,9 @@ def create_pretraining_data_beam(input_files, output_prefix, *, spm_model_file=N
     directory, base = FileSystems.split(output_prefix)
     temp_dir = FileSystems.join(directory, f"beam-temp-{base}-{uuid.uuid4().hex}")
     pipeline = beam.Pipeline(runner=runner, options=options)
-    # Local outputs without the global shuffle: the records go from BuildRecords to Write through segment files in the
-    # temporary folder (a copy on one disk), not through the runner (its data channel and grouping cost more).
-    segments = not buckets and not fileio.is_remote(output_prefix) and _LOCAL_SEGMENTS
+    # Local outputs: the records leave BuildRecords through segment files in the temporary folder (a copy on one
+    # disk), not through the runner (its data channel and grouping cost more).
+    segments = not fileio.is_remote(output_prefix) and _LOCAL_SEGMENTS
     pieces = (pipeline
               | "ListedFiles" >> beam.Create([(i, path) for i, (path, _) in enumerate(listed)])
               | "SnapShards" >> beam.FlatMap(_file_shards, shard_bytes)
