@@ -20,6 +20,8 @@ The launcher only lists the input files (names and sizes, no contents). The pipe
 Records cross the stage boundaries as a few large `bytes` elements (the TFRecord frames of up to `_BATCH_BYTES` of
 records for one output file or one shuffle bucket), never one element per record: Beam's cost per element (coders,
 the Fn API data channel to and from the runner, its grouping) would otherwise exceed the cost of making the record.
+For local outputs (one machine) BuildRecords writes each batch as a segment file in the temporary folder instead,
+and only (segment, offset, length) goes through the runner: a copy on disk costs less than the runner's trip.
 
 A failed, cancelled or interrupted run removes the output files and Beam temporary directories it created, so no
 file matching the output pattern is left; a run whose outputs already exist is refused before it starts.
