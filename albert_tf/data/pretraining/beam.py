@@ -182,7 +182,8 @@ def list_inputs(input_files, what="--input_file"):
 
 
 def output_names(prefix, num_shards, suffix=""):
-    """The files `WriteToTFRecord(prefix, num_shards=..., file_name_suffix=suffix)` writes."""
+    """The files the pipeline writes, named as Beam names them (`WriteToTFRecord(prefix, num_shards=...,
+    file_name_suffix=suffix)`)."""
     return [f"{prefix}-{i:05d}-of-{num_shards:05d}{suffix}" for i in range(num_shards)]
 
 
