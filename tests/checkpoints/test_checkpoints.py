@@ -22,7 +22,7 @@ from albert_tf.checkpoints import (
 )
 from albert_tf.config import AlbertConfig
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
-from tests.helpers import FIXTURES_DIR
+from tests.helpers import FIXTURES_DIR, randomize
 
 REFERENCE = os.path.join(FIXTURES_DIR, "reference")
 
@@ -35,21 +35,11 @@ def _config(**overrides):
     return AlbertConfig(**values)
 
 
-def _randomize(model, seed=0):
-    """Random values for every weight (gammas near 1, biases non-zero) so a mix-up cannot go unseen."""
-    rng = np.random.RandomState(seed)
-    for variable in model.weights:
-        value = rng.normal(0.0, 0.3, tuple(variable.shape))
-        if variable.path.endswith("gamma"):
-            value += 1.0
-        variable.assign(value.astype(np.dtype(variable.dtype)))
-
-
 def _built(cls, config, seed=0):
     model = cls(config)
     model(dummy_inputs(num_predictions=1 if cls is AlbertForPretraining else None), training=False)
     if seed is not None:
-        _randomize(model, seed)
+        randomize(model, seed)
     return model
 
 
@@ -461,7 +451,7 @@ def keras_hub_backbone():
     backbone = keras_hub.models.AlbertBackbone(
         vocabulary_size=60, num_layers=4, num_heads=2, embedding_dim=8, hidden_dim=16, intermediate_dim=32,
         num_groups=2, max_sequence_length=16)
-    _randomize(backbone, seed=11)
+    randomize(backbone, seed=11)
     config = _config(num_hidden_layers=4, num_hidden_groups=2)
     inputs = _inputs(config)
     outputs = backbone({"token_ids": inputs["input_ids"], "segment_ids": inputs["segment_ids"],
