@@ -33,6 +33,7 @@ import random
 import time
 
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
 from albert_tf import fileio
 from albert_tf.data import records
@@ -323,9 +324,9 @@ def write_records(examples, tokenizer, writer, max_seq_length, max_qa_length, lo
 def first_record(path):
     """The first record of a TFRecord file as a `tf.train.Example`, or None when it has no (readable) record."""
     try:
-        for serialized in tf.data.TFRecordDataset(path).take(1):
-            return tf.train.Example.FromString(serialized.numpy())
-    except (tf.errors.OpError, ValueError) as err:  # truncated or not a TFRecord file / not Examples
+        serialized = records.first_record(path)
+        return None if serialized is None else tf.train.Example.FromString(serialized)
+    except (DataError, DecodeError) as err:  # not a TFRecord file, or its records are not Examples
         logging.warning("%s cannot be read as TFRecords of tf.train.Example: %s", path, err)
     return None
 

@@ -29,6 +29,7 @@ import struct
 import tensorflow as tf
 
 from albert_tf import fileio
+from albert_tf.data import tfrecord_writer
 from albert_tf.errors import DataError
 
 INT_FEATURES_SEQ = ("input_ids", "input_mask", "segment_ids", "token_boundary")
@@ -62,8 +63,10 @@ def expand_file_patterns(file_patterns):
     return fileio.expand_globs(file_patterns, what=None, order="sorted", kind="pretraining record files")
 
 
-def _first_record(path):
-    """The first record of a TFRecord file (bytes), or None if the file holds no record."""
+def first_record(path):
+    """The first record of a TFRecord file (bytes), or None if the file holds no record. Raises `DataError` when
+    the file is not an uncompressed TFRecord file: a short or oversized frame, or a checksum that does not match
+    (never asking the file for more bytes than it holds)."""
     size = tf.io.gfile.stat(path).length
     with tf.io.gfile.GFile(path, "rb") as f:
         header = f.read(12)
@@ -72,15 +75,20 @@ def _first_record(path):
         if len(header) < 12:
             raise DataError(f"{path} is not a TFRecord file (truncated header)")
         (length,) = struct.unpack("<Q", header[:8])
+        if struct.unpack("<I", header[8:])[0] != tfrecord_writer.masked_crc32c(header[:8]):
+            raise DataError(f"{path} is not an uncompressed TFRecord file (its first length has a wrong checksum)")
         if length > size - 16:  # never ask GFile for more than the file holds (a huge read crashes it)
             raise DataError(f"{path} is not an uncompressed TFRecord file (its first record would be {length} "
                              f"bytes in a file of {size})")
-        return f.read(length)
+        data, footer = f.read(length), f.read(4)
+    if struct.unpack("<I", footer)[0] != tfrecord_writer.masked_crc32c(data):
+        raise DataError(f"{path}: the first record's checksum does not match (a damaged file)")
+    return data
 
 
 def has_records(files):
     """Whether any of `files` holds a record (each file's first record read, until one is found)."""
-    return any(_first_record(path) is not None for path in files)
+    return any(first_record(path) is not None for path in files)
 
 
 def check_record_lengths(files, max_seq_length, max_predictions_per_seq):
@@ -96,7 +104,7 @@ def check_record_lengths(files, max_seq_length, max_predictions_per_seq):
     expected["masked_lm_weights"] = (max_predictions_per_seq, "max_predictions_per_seq", "float_list")
     expected["next_sentence_labels"] = (1, None, "int64_list")
     for path in files:
-        data = _first_record(path)
+        data = first_record(path)
         if data is None:
             continue
         try:

@@ -153,6 +153,11 @@ def crc32c(data):
     return int(crc32c_rows(buf, [0, len(buf)])[0])
 
 
+def masked_crc32c(data):
+    """The masked CRC-32C that a TFRecord frame stores for `data` (int)."""
+    return int(_masked(np.array([crc32c(data)], dtype=np.uint32))[0])
+
+
 def _masked(crc):
     crc = crc.astype(np.uint32)
     return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(_MASK_DELTA)

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from albert_tf.data import pretraining as pdata
 from albert_tf.data import records
+from albert_tf.errors import DataError
 from tests.helpers import REPO as REPO_ROOT
 from tests.helpers import SPM
 
@@ -130,3 +131,22 @@ def test_patterns_globs_and_lists(record_files):
     assert records.expand_file_patterns(os.path.join(directory, "part-*.tfrecord")) == sorted(paths)
     assert records.expand_file_patterns(",".join(reversed(paths))) == sorted(paths)
     assert records.expand_file_patterns([paths[1], paths[0], paths[0]]) == sorted(paths)
+
+
+def test_first_record_checks_the_frame_checksums(tmp_path):
+    path = str(tmp_path / "one.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        writer.write(b"first record")
+        writer.write(b"second")
+    assert records.first_record(path) == b"first record"
+    data = bytearray(open(path, "rb").read())
+    for offset, message in ((14, "checksum does not match"), (9, "wrong checksum")):  # in the record; the length's crc
+        damaged = bytearray(data)
+        damaged[offset] ^= 0x01
+        with open(path, "wb") as f:
+            f.write(damaged)
+        with pytest.raises(DataError, match=message) as raised:
+            records.first_record(path)
+        assert path in str(raised.value)
+    open(path, "wb").close()
+    assert records.first_record(path) is None
