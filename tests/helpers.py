@@ -144,8 +144,9 @@ def log_tail(result, chars=4000):
 
 FlagDefinition = collections.namedtuple("FlagDefinition", ["kind", "default", "help", "enum_values"])
 
-# Prints {name: [kind, default, help, enum values]} of the flags albert_tf's modules define once a script is imported.
-_DUMP_FLAGS = """
+# Imports the script named by argv[1] and collects `defined`: {name: [kind, default, help, enum values]} of the
+# flags albert_tf's modules define (code for a separate process; absl flags are global to a process).
+COLLECT_SCRIPT_FLAGS = """
 import importlib, json, sys
 from absl import flags
 importlib.import_module("albert_tf.scripts." + sys.argv[1])
@@ -155,8 +156,8 @@ for module, module_flags in flags.FLAGS.flags_by_module_dict().items():
         for flag in module_flags:
             choices = getattr(flag.parser, "enum_values", None)
             defined[flag.name] = ["enum" if choices else flag.flag_type(), flag.default, flag.help, choices]
-print(json.dumps(defined))
 """
+_DUMP_FLAGS = COLLECT_SCRIPT_FLAGS + "print(json.dumps(defined))\n"
 
 
 @functools.lru_cache(maxsize=None)

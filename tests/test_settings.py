@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO, subprocess_env
+from tests.helpers import COLLECT_SCRIPT_FLAGS, REPO, subprocess_env
 
 # The params each script generates its flags from ("module:class"); a task's params inherit
 # `train.runner.RuntimeParams`, whose TPU and runtime flags `cli.define_tpu_flags` / `define_runtime_flags` define.
@@ -49,17 +49,8 @@ BY_HAND = {
 
 # Prints {"flags": {name: [kind, default, help, choices]} of albert_tf's modules once the script is imported,
 # "settings": [[kind, flag name, default, help, choices], ...] of the params' setting fields}.
-_DUMP = """
-import importlib, json, sys
-from absl import flags
+_DUMP = COLLECT_SCRIPT_FLAGS + """
 from albert_tf.settings import flag_specs
-importlib.import_module("albert_tf.scripts." + sys.argv[1])
-defined = {}
-for module, module_flags in flags.FLAGS.flags_by_module_dict().items():
-    if module.startswith("albert_tf."):
-        for flag in module_flags:
-            choices = getattr(flag.parser, "enum_values", None)
-            defined[flag.name] = ["enum" if choices else flag.flag_type(), flag.default, flag.help, choices]
 settings = []
 for path in sys.argv[2:]:
     module, name = path.split(":")
