@@ -3,7 +3,11 @@ and the same model from random initialisation on SST-2 and on a sentence-pair ta
 rate tuned the same way, over several seeds.
 
     pip install -r bench/requirements.txt                      # matplotlib, for the plot
-    python bench/bench_pretrain_finetune.py                    # the run docs/pretraining_evidence.md quotes
+    python bench/bench_pretrain_finetune.py                    # the first run docs/pretraining_evidence.md quotes
+    python bench/bench_pretrain_finetune.py --work_dir=/tmp/albert_more_text \
+      --extra_text=race,squad,sst-2,mrpc --dupe_factor=15 --lr_grid=3e-5,1e-4,3e-4,1e-3,3e-3 \
+      --scratch_work_dir=/tmp/albert_pretrain_finetune --results_json=bench/results/pretrain_finetune_more_text.json \
+      --plot=bench/figures/pretrain_finetune_more_text.png   # its second run: twice the text, half the repeats
     python bench/bench_pretrain_finetune.py --work_dir=/tmp/pf_smoke --corpus=shipped --pretrain_steps=40 \
       --pretrain_eval_every=20 --sst2_steps=40 --sst2_eval_every=20 --pair_steps=20 --pair_eval_every=10 \
       --lr_grid=1e-4,1e-3 --seeds=1,2 --results_json=/tmp/pf_smoke/results.json \
@@ -16,7 +20,9 @@ every stage continues where it stopped, or is read back when done; a stage whose
    (`../shared/data/corpus/gutenberg/`, 13 public-domain books, 5.9 MB), whole books converted to the input
    format (one sentence per line, a blank line between documents) by `tools/make_shipped_corpus.py`'s functions.
    `--corpus=shipped`: the excerpts in `data/corpus/gutenberg-*.txt` (six books, 0.5 MB). The book
-   `--eval_book` is held out for the pretraining evaluation.
+   `--eval_book` is held out for the pretraining evaluation. `--extra_text` adds unlabelled text of the task data
+   to the training books (bench/unlabelled_text.py: RACE articles, SQuAD contexts, the training sentences of SST-2
+   and MRPC, never a label or a dev example), each source converted by the library's `prepare_corpus`.
 2. Records: `albert_tf.data.pretraining.create_pretraining_data` (MLM + SOP, `--max_seq_length`,
    `--max_predictions_per_seq` 20, `--dupe_factor` copies of the training books, each copy with its own segment
    pairs and masks, as the original's `--dupe_factor=40`) with `data/30k-clean.model`.
@@ -30,9 +36,12 @@ every stage continues where it stopped, or is read back when done; a stage whose
    pretraining checkpoint (`--init_checkpoint`, arm "pretrained") and once from random initialisation (arm
    "scratch"), with the same steps, batch size, warm-up and evaluation interval. Both arms are tuned alike:
    a. sweep: every rate of `--lr_grid` on the first seed of `--seeds`;
-   b. the rate whose final checkpoint has the best dev accuracy is chosen, per arm and task;
+   b. the rate whose final checkpoint has the best dev accuracy is chosen, per arm and task, among the runs whose
+      final model predicts more than one class (bench/majority_class.py; all rates if none does);
    c. every seed of `--seeds` at the chosen rate (the first is the sweep's run, read back);
    d. the scratch arm again at `--scratch_long_factor` times the steps and warm-up (its best with more time).
+   The scratch arm does not depend on the pretraining: `--scratch_work_dir` keeps its runs in (and reads them back
+   from) another run's work dir.
    Every saved checkpoint is evaluated on dev. Reported per run: dev accuracy of the final checkpoint (the
    headline: nothing chosen on dev beyond the rate) and of the best checkpoint (optimistic).
 5. Summary per task: mean ± sample sd over seeds of each arm; the best scratch arm (same steps or longer, by
@@ -46,12 +55,14 @@ every stage continues where it stopped, or is read back when done; a stage whose
 Flags (the defaults are the settings of the run docs/pretraining_evidence.md quotes):
   --work_dir             where everything is written (default /tmp/albert_pretrain_finetune)
   --corpus               shared | shipped (see 1.); --gutenberg_dir, --eval_book
+  --extra_text           race,squad,sst-2,mrpc (any of them; see 1.); --race_dir, --squad_file
   --albert_config_file   the model (default data/albert_config_tiny.json: 4 layers, H=128, E=64, 30k vocab)
   --max_seq_length, --dupe_factor, --masked_lm_budget
   --pretrain_steps, --pretrain_batch_size, --pretrain_lr, --pretrain_warmup_steps, --pretrain_eval_every,
   --pretrain_eval_batches (held-out batches of 64 per evaluation; 0: the whole held-out book)
   --lr_grid              fine-tuning learning rates swept for both arms
   --seeds                fine-tuning seeds (the first one sweeps)
+  --scratch_work_dir     where the from-scratch runs are kept (default --work_dir)
   --scratch_long_factor  the longer scratch runs' steps, as a multiple (0: none)
   --sst2_steps, --sst2_batch_size, --sst2_warmup_steps, --sst2_eval_every
   --pair_task            mrpc | rte; --pair_steps, --pair_batch_size, --pair_warmup_steps, --pair_eval_every
@@ -76,6 +87,9 @@ sys.path.insert(0, os.path.join(REPO, "tools"))
 
 from absl import app, flags, logging  # noqa: E402
 
+import majority_class  # noqa: E402  (bench/majority_class.py)
+import unlabelled_text  # noqa: E402  (bench/unlabelled_text.py)
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", "/tmp/albert_pretrain_finetune", "Where every stage writes (resumable).")
 flags.DEFINE_enum("corpus", "shared", ["shared", "shipped"], "shared: whole books of --gutenberg_dir; shipped: "
@@ -83,6 +97,12 @@ flags.DEFINE_enum("corpus", "shared", ["shared", "shipped"], "shared: whole book
 flags.DEFINE_string("gutenberg_dir", os.path.join(REPO, "..", "shared", "data", "corpus", "gutenberg"),
                     "The raw NLTK Gutenberg selection (for --corpus=shared).")
 flags.DEFINE_string("eval_book", "chesterton-thursday", "Book held out for the pretraining evaluation.")
+flags.DEFINE_list("extra_text", [], "Unlabelled text pretrained on beside the books: any of "
+                  f"{', '.join(unlabelled_text.SOURCES)} (bench/unlabelled_text.py).")
+flags.DEFINE_string("race_dir", os.path.join(REPO, "..", "shared", "data", "race", "RACE"),
+                    "RACE folder (for --extra_text=race).")
+flags.DEFINE_string("squad_file", os.path.join(REPO, "..", "shared", "data", "squad", "dev-v1.1.json.zip"),
+                    "SQuAD v1.1 JSON or zip (for --extra_text=squad).")
 flags.DEFINE_string("albert_config_file", os.path.join(REPO, "data", "albert_config_tiny.json"), "The model.")
 flags.DEFINE_string("spm_model_file", os.path.join(REPO, "data", "30k-clean.model"), "SentencePiece model.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of pretraining and fine-tuning.")
@@ -107,6 +127,9 @@ flags.DEFINE_integer("pair_batch_size", 32, "Pair-task batch size.")
 flags.DEFINE_integer("pair_warmup_steps", 60, "Pair-task warm-up steps.")
 flags.DEFINE_integer("pair_eval_every", 100, "Pair-task checkpoint + dev evaluation interval.")
 flags.DEFINE_string("glue_dir", os.path.join(REPO, "..", "shared", "data", "glue"), "GLUE data folder.")
+flags.DEFINE_string("scratch_work_dir", None, "Where the from-scratch arm's fine-tuning runs are kept (default: "
+                    "--work_dir). They do not depend on the pretraining: an earlier run's work dir reuses them (their "
+                    "settings are checked).")
 flags.DEFINE_bool("skip_pair", False, "Fine-tune on SST-2 only.")
 flags.DEFINE_bool("pretrain_only", False, "Stop after pretraining (to run it ahead; the next run reads it back).")
 flags.DEFINE_string("results_json", os.path.join(REPO, "bench", "results", "pretrain_finetune.json"),
@@ -161,7 +184,26 @@ def corpus_files(work_dir):
     held = [b for b in books if os.path.basename(b) == f"gutenberg-{FLAGS.eval_book}.txt"]
     if not held:
         raise SystemExit(f"bench_pretrain_finetune: error: --eval_book {FLAGS.eval_book} is not among the books")
-    return [b for b in books if b not in held], held, where
+    extra = [extra_text_file(work_dir, source) for source in FLAGS.extra_text]
+    if extra:
+        where += " + unlabelled text of " + ", ".join(FLAGS.extra_text)
+    return [b for b in books if b not in held] + extra, held, where
+
+
+def extra_text_file(work_dir, source):
+    """The input-format file of one `--extra_text` source, made once by the library's `prepare_corpus` from the
+    JSON Lines documents of bench/unlabelled_text.py."""
+    from albert_tf.data.corpus import prepare_corpus  # pylint: disable=import-outside-toplevel
+
+    out = os.path.join(work_dir, "corpus", f"extra-{source}.txt")
+    if not os.path.exists(out):
+        jsonl = out[:-4] + ".jsonl"
+        unlabelled_text.write_jsonl(jsonl, unlabelled_text.documents(
+            source, FLAGS.race_dir, FLAGS.squad_file, os.path.abspath(FLAGS.glue_dir)))
+        stats = prepare_corpus([jsonl], out)
+        print(f"extra text {source}: {stats.documents_written} documents, {stats.sentences_written} sentences, "
+              f"{stats.bytes_written / 1e6:.2f} MB")
+    return out
 
 
 def make_records(work_dir):
@@ -173,8 +215,11 @@ def make_records(work_dir):
     print(f"corpus: {where}; {size / 1e6:.2f} MB of text in the input format; held out for evaluation: "
           f"{', '.join(os.path.basename(b) for b in eval_books)}")
     directory = os.path.join(work_dir, "records")
-    stamp(directory, {"corpus": FLAGS.corpus, "eval_book": FLAGS.eval_book, "max_seq_length": FLAGS.max_seq_length,
-                      "dupe_factor": FLAGS.dupe_factor, "global_shuffle": True}, "set of records")
+    settings = {"corpus": FLAGS.corpus, "eval_book": FLAGS.eval_book, "max_seq_length": FLAGS.max_seq_length,
+                "dupe_factor": FLAGS.dupe_factor, "global_shuffle": True}
+    if FLAGS.extra_text:
+        settings["extra_text"] = FLAGS.extra_text
+    stamp(directory, settings, "set of records")
     counts_path = os.path.join(directory, "counts.json")
     if os.path.exists(counts_path):
         with open(counts_path, encoding="utf-8") as f:
@@ -188,12 +233,15 @@ def make_records(work_dir):
                 ",".join(books), [os.path.join(directory, f"{name}.tfrecord")], spm_model_file=FLAGS.spm_model_file,
                 config=config, num_workers=2)
             counts[name] = {"instances": stats.instances, "tokens": stats.tokens, "documents": stats.documents,
-                            "books": len(books)}
+                            "books": len(books) - (len(FLAGS.extra_text) if name == "train" else 0)}
+            if name == "train" and FLAGS.extra_text:
+                counts[name]["extra_text"] = FLAGS.extra_text
         with open(counts_path, "w", encoding="utf-8") as f:
             json.dump(counts, f, indent=1)
     for name in ("train", "eval"):
         c = counts[name]
-        print(f"records ({name}): {c['books']} books, {c['documents']} documents, {c['tokens']:,} tokens -> "
+        extra = f" + {', '.join(c['extra_text'])}" if c.get("extra_text") else ""
+        print(f"records ({name}): {c['books']} books{extra}, {c['documents']} documents, {c['tokens']:,} tokens -> "
               f"{c['instances']:,} instances of length {FLAGS.max_seq_length}")
     return os.path.join(directory, "train.tfrecord"), os.path.join(directory, "eval.tfrecord"), counts
 
@@ -268,6 +316,8 @@ def finetune(work_dir, task, arm, lr, seed, factor, init_checkpoint, config):
 
     s = task_settings(task, factor)
     name = f"{arm}-lr{lr:g}-seed{seed}" + (f"-x{factor}" if factor != 1 else "")
+    if arm == "scratch" and FLAGS.scratch_work_dir:
+        work_dir = os.path.abspath(FLAGS.scratch_work_dir)
     output_dir = os.path.join(work_dir, "finetune", task, name)
     stamp(output_dir, {**s, "learning_rate": lr, "init_checkpoint": init_checkpoint}, "fine-tuning run")
     params = ClassifierParams(
@@ -282,8 +332,11 @@ def finetune(work_dir, task, arm, lr, seed, factor, init_checkpoint, config):
     history = {int(k): v for k, v in outcome["eval_history"].items()}
     run = {"arm": arm, "learning_rate": lr, "seed": seed, "steps": s["steps"], "history": history,
            "final": 100 * history[max(history)][ACC], "best": 100 * max(r[ACC] for r in history.values()),
+           "constant_final": majority_class.predicts_one_class(
+               history[max(history)], majority_class.dev_label_shares(os.path.abspath(FLAGS.glue_dir), task)),
            "train_wall_seconds": training_wall_seconds(output_dir)}
-    print(f"  {task} {name:28s} dev accuracy final {run['final']:.2f} %, best {run['best']:.2f} % "
+    print(f"  {task} {name:28s} dev accuracy final {run['final']:.2f} %"
+          + (" (one class only)" if run["constant_final"] else "") + f", best {run['best']:.2f} % "
           f"({(time.time() - start) / 60:.1f} min this call; {load()})", flush=True)
     return run
 
@@ -292,6 +345,13 @@ def spread(values):
     """{mean, sd (sample), min, max} of accuracies in points."""
     return {"mean": statistics.mean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
             "min": min(values), "max": max(values), "n": len(values)}
+
+
+def one_class_note(rates, grid):
+    """How the rate choice treated the sweep's runs that predict one class."""
+    if len(rates) == len(grid):
+        return " (every rate's model predicts one class: chosen among all)"
+    return f" (one class only at {', '.join(f'{x:g}' for x in rates)})" if rates else ""
 
 
 def tune_and_compare(work_dir, task, final_checkpoint, config, report):
@@ -310,11 +370,16 @@ def tune_and_compare(work_dir, task, final_checkpoint, config, report):
             run = finetune(work_dir, task, arm, lr, seeds[0], 1, inits[arm], config)
             entry["sweep"].setdefault(arm, {})[f"{lr:g}"] = run
             write_results(report)
+    entry["one_class_rates"] = {}
     for arm in inits:
         sweep = entry["sweep"][arm]
-        entry["chosen_lr"][arm] = max(grid, key=lambda lr, sweep=sweep: sweep[f"{lr:g}"]["final"])
-    print(f"  chosen rates (best final dev accuracy on seed {seeds[0]}): "
-          + ", ".join(f"{arm} {lr:g}" for arm, lr in entry["chosen_lr"].items()), flush=True)
+        one_class = [lr for lr in grid if sweep[f"{lr:g}"]["constant_final"]]
+        eligible = [lr for lr in grid if lr not in one_class] or grid
+        entry["one_class_rates"][arm] = one_class
+        entry["chosen_lr"][arm] = max(eligible, key=lambda lr, sweep=sweep: sweep[f"{lr:g}"]["final"])
+    print(f"  chosen rates (best final dev accuracy on seed {seeds[0]} among the models that predict more than one "
+          "class): " + ", ".join(f"{arm} {lr:g}" + one_class_note(entry["one_class_rates"][arm], grid)
+                                 for arm, lr in entry["chosen_lr"].items()), flush=True)
     arms = [("pretrained", 1), ("scratch", 1)] + ([("scratch", FLAGS.scratch_long_factor)]
                                                    if FLAGS.scratch_long_factor > 1 else [])
     for arm, factor in arms:
@@ -331,7 +396,9 @@ def summarise(task, entry):
     summary = {}
     print(f"\n{task}: dev accuracy (%), final checkpoint / best checkpoint, at each arm's chosen rate")
     for key, runs in entry["runs"].items():
-        print(f"  {key:12s} " + "  ".join(f"seed {r['seed']}: {r['final']:6.2f} / {r['best']:6.2f}" for r in runs))
+        print(f"  {key:12s} " + "  ".join(f"seed {r['seed']}: {r['final']:6.2f} / {r['best']:6.2f}"
+                                          + ("*" if r["constant_final"] else "") for r in runs))
+    print("  (* the final model predicts one class for every dev example)")
     for which in ("final", "best"):
         stats = {key: spread([r[which] for r in runs]) for key, runs in entry["runs"].items()}
         scratch_keys = [k for k in stats if k.startswith("scratch")]

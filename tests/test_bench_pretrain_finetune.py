@@ -1,0 +1,118 @@
+"""The pieces `bench/bench_pretrain_finetune.py` adds around the library: the unlabelled task text it pretrains on
+(`bench/unlabelled_text.py`: passages only, never a label, a question or a dev sentence; through `prepare_corpus`
+into the input format) and the recognition of a collapsed fine-tuning run that its learning-rate choice leaves out
+(`bench/majority_class.py`)."""
+
+import importlib.util
+import json
+import os
+import zipfile
+
+import pytest
+
+from tests.helpers import REPO
+
+
+def _bench(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "bench", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+unlabelled_text = _bench("unlabelled_text")
+majority_class = _bench("majority_class")
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_maximal_phrases_keeps_whole_sentences_only_once_in_first_seen_order():
+    phrases = ["b c", "ab c d", "c d", "x", "ab c d", "b", "x y"]
+    # "c d" is inside "ab c d", "b" inside "b c", "x" inside "x y"; "b c" is not inside "ab c d" (whole words).
+    assert unlabelled_text.maximal_phrases(phrases) == ["b c", "ab c d", "x y"]
+
+
+def test_glue_sentences_are_the_train_splits_text_without_labels_or_dev(tmp_path):
+    _write(tmp_path / "SST-2" / "train.tsv", "sentence\tlabel\na fine film \t1\nfine film \t1\ndull \t0\n")
+    _write(tmp_path / "SST-2" / "dev.tsv", "sentence\tlabel\nthe dev sentence \t1\n")
+    _write(tmp_path / "MRPC" / "train.tsv",
+           "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+           "1\t1\t2\tHe said so.\tSo he said.\n0\t3\t4\tIt rained.\tHe said so.\n")
+    assert unlabelled_text.glue_sentences(str(tmp_path), "sst-2") == ["a fine film", "dull"]
+    assert unlabelled_text.glue_sentences(str(tmp_path), "mrpc") == ["He said so.", "So he said.", "It rained."]
+    docs = unlabelled_text.documents("sst-2", None, None, str(tmp_path))
+    assert docs == [["a fine film", "dull"]]
+
+
+def test_glue_sentences_are_grouped_into_documents():
+    sentences = [f"s{i}" for i in range(23)]
+    docs = unlabelled_text.grouped(sentences)
+    assert [len(d) for d in docs] == [10, 10, 3] and sum(docs, []) == sentences
+
+
+def test_race_documents_hold_the_articles_only(tmp_path):
+    question = {"answers": ["A"], "options": [["an option", "b", "c", "d"]], "questions": ["A question?"],
+                "article": "First paragraph. It goes on.\nSecond paragraph.\n\n", "id": "high1.txt"}
+    _write(tmp_path / "dev" / "high" / "1.txt", json.dumps(question))
+    assert list(unlabelled_text.race_documents(str(tmp_path))) == [["First paragraph. It goes on.",
+                                                                     "Second paragraph."]]
+    with pytest.raises(SystemExit, match="no RACE files"):
+        list(unlabelled_text.race_documents(str(tmp_path / "missing")))
+
+
+@pytest.mark.parametrize("zipped", [False, True])
+def test_squad_documents_are_each_articles_contexts(tmp_path, zipped):
+    data = {"version": "1.1", "data": [
+        {"title": "T1", "paragraphs": [{"context": "One. Two.", "qas": [{"question": "Q?", "id": "1",
+                                                                         "answers": []}]},
+                                       {"context": "Three.", "qas": []}]},
+        {"title": "T2", "paragraphs": [{"context": "Four.", "qas": []}]}]}
+    path = tmp_path / "dev-v1.1.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    if zipped:
+        with zipfile.ZipFile(tmp_path / "dev.zip", "w") as archive:
+            archive.write(path, "dev-v1.1.json")
+        path = tmp_path / "dev.zip"
+    assert list(unlabelled_text.squad_documents(str(path))) == [["One. Two.", "Three."], ["Four."]]
+
+
+def test_unknown_source_is_refused():
+    with pytest.raises(SystemExit, match="--extra_text wiki: must be one of race, squad, sst-2, mrpc"):
+        unlabelled_text.documents("wiki", None, None, None)
+
+
+def test_documents_reach_the_input_format_through_prepare_corpus(tmp_path):
+    from albert_tf.data.corpus import prepare_corpus
+
+    jsonl = tmp_path / "extra.jsonl"
+    count = unlabelled_text.write_jsonl(str(jsonl), [["First one here. Second one here.", "A new paragraph."],
+                                                     ["one sentence without a stop", "another"]])
+    assert count == 2
+    stats = prepare_corpus([str(jsonl)], str(tmp_path / "extra.txt"))
+    assert stats.documents_written == 2
+    assert (tmp_path / "extra.txt").read_text(encoding="utf-8") == (
+        "First one here.\nSecond one here.\nA new paragraph.\n\none sentence without a stop\nanother\n")
+
+
+MRPC_SHARES = {"0": 129 / 408, "1": 279 / 408}
+
+
+@pytest.mark.parametrize("result, one_class", [
+    ({"eval_accuracy": 279 / 408, "f1": 2 * (279 / 408) / (1 + 279 / 408)}, True),  # always "1"
+    ({"eval_accuracy": 129 / 408, "f1": 0.0}, True),  # always "0"
+    ({"eval_accuracy": 279 / 408, "f1": 0.70}, False),  # the majority's accuracy, by a model that varies
+    ({"eval_accuracy": 0.66, "f1": 0.75}, False),
+    ({"eval_accuracy": 279 / 408}, True),  # no F1 reported: the accuracy decides
+])
+def test_predicts_one_class(result, one_class):
+    assert majority_class.predicts_one_class(result, MRPC_SHARES) is one_class
+
+
+def test_dev_label_shares_are_read_from_the_dev_split(tmp_path):
+    _write(tmp_path / "MRPC" / "dev.tsv", "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+           "1\t1\t2\tA.\tB.\n1\t3\t4\tC.\tD.\n0\t5\t6\tE.\tF.\n1\t7\t8\tG.\tH.\n")
+    assert majority_class.dev_label_shares(str(tmp_path), "mrpc") == {"0": 0.25, "1": 0.75}
