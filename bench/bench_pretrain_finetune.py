@@ -517,6 +517,8 @@ def main(argv):
                 "plot"):
         RESULTS["flags"][key] = os.path.relpath(os.path.abspath(RESULTS["flags"][key]), REPO)
     RESULTS["flags"]["work_dir"] = "<work_dir>"
+    if FLAGS.scratch_work_dir:
+        RESULTS["flags"]["scratch_work_dir"] = "<an earlier run's work_dir>"
     report = {}
     for task in tasks:
         tune_and_compare(work_dir, task, final, config, report)
