@@ -5,14 +5,12 @@ one label) a collapsed run can score above every model that learned something.""
 
 import os
 
-GLUE_FOLDERS = {"sst-2": "SST-2", "mrpc": "MRPC", "rte": "RTE"}
-
-
 def dev_label_shares(glue_dir, task):
     """{label: its share of the dev examples of GLUE `task` under `glue_dir`}."""
     from albert_tf.data import glue  # pylint: disable=import-outside-toplevel
 
-    labels = [e.label for e in glue.get_processor(task).get_dev_examples(os.path.join(glue_dir, GLUE_FOLDERS[task]))]
+    processor = glue.get_processor(task)
+    labels = [e.label for e in processor.get_dev_examples(os.path.join(glue_dir, processor.task.directory))]
     return {label: labels.count(label) / len(labels) for label in sorted(set(labels))}
 
 

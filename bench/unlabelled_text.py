@@ -14,7 +14,6 @@ question or an answer option, and of GLUE only the train split (its dev sets sco
 * mrpc:  MRPC's training sentences (both of each pair, each sentence once), in file order, in groups of `GROUP`.
 """
 
-import csv
 import glob
 import json
 import os
@@ -50,11 +49,6 @@ def squad_documents(squad_file):
         yield [p["context"] for p in article["paragraphs"]]
 
 
-def _tsv_rows(path):
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        return list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-
-
 def maximal_phrases(phrases):
     """The phrases (in first-seen order) that are not a word-aligned part of another phrase."""
     unique = list(dict.fromkeys(p.strip() for p in phrases if p.strip()))
@@ -72,11 +66,15 @@ def maximal_phrases(phrases):
 
 
 def glue_sentences(glue_dir, task):
-    """The training sentences of `task` (sst-2 or mrpc), each once."""
+    """The training sentences of `task` (sst-2 or mrpc), each once, read by the library's GLUE processor."""
+    from albert_tf.data import glue  # pylint: disable=import-outside-toplevel
+
+    processor = glue.get_processor(task)
+    examples = processor.get_train_examples(os.path.join(glue_dir, processor.task.directory))
+    sentences = [s for e in examples for s in (e.text_a, e.text_b) if s is not None]
     if task == "sst-2":
-        return maximal_phrases(row["sentence"] for row in _tsv_rows(os.path.join(glue_dir, "SST-2", "train.tsv")))
-    rows = _tsv_rows(os.path.join(glue_dir, "MRPC", "train.tsv"))
-    return list(dict.fromkeys(s.strip() for row in rows for s in (row["#1 String"], row["#2 String"])))
+        return maximal_phrases(sentences)
+    return list(dict.fromkeys(s.strip() for s in sentences))
 
 
 def grouped(sentences, size=GROUP):
