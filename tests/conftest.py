@@ -38,6 +38,39 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: slower test (XLA compile, subprocess); still run in CI")
 
 
+# Under CI (the `CI` environment variable, set by CI and `.ci/run`) a skip is a failure: a missing optional
+# dependency, ../shared absent or no root for the tmpfs mounts would otherwise pass silently with the feature
+# untested. Only a skip whose reason starts with HARDWARE_SKIP (the processor lacks a feature) stays a skip.
+HARDWARE_SKIP = "hardware:"
+
+
+def _skip_reason(report):
+    longrepr = report.longrepr
+    return str(longrepr[2] if isinstance(longrepr, tuple) else longrepr)
+
+
+def _fail_skip_in_ci(report):
+    if not os.environ.get("CI") or not report.skipped or hasattr(report, "wasxfail"):
+        return
+    reason = _skip_reason(report)
+    if reason.removeprefix("Skipped: ").startswith(HARDWARE_SKIP):
+        return
+    report.outcome = "failed"
+    report.longrepr = f"skipped under CI, which must run every test: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _fail_skip_in_ci(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _fail_skip_in_ci(outcome.get_result())
+
+
 @pytest.fixture(scope="session")
 def pretraining_records(tmp_path_factory, spm_model_file):
     """Pretraining TFRecords (max_seq_length 64, max_predictions_per_seq 10; a dozen or so instances) made by

@@ -10,7 +10,7 @@ line with a blank line between documents. Beyond the original:
   --progress_interval   seconds between progress lines
   --runner              run as an Apache Beam pipeline (DirectRunner, DataflowRunner, FlinkRunner, SparkRunner,
                         ...); Beam's own options (--direct_num_workers, --project, --temp_location, --flink_master,
-                        ...) then pass through. Needs `pip install -r requirements-beam.txt`; see docs/beam.md
+                        ...) then pass through. Needs `pip install --no-deps -r requirements-beam.txt`; see docs/beam.md
   --[no]global_shuffle  (on by default) spread every input shard's records over the whole output, as the
                         original's in-memory shuffle does; off: shard after shard (docs/pretraining_data.md)
 
@@ -139,7 +139,7 @@ def _beam_main(request, config):
         from albert_tf.data.pretraining import beam  # pylint: disable=import-outside-toplevel
     except ImportError as err:
         raise cli.UsageError(f"--runner needs Apache Beam ({err}); install it with "
-                             "`pip install -r requirements-beam.txt` (docs/beam.md)") from None
+                             "`pip install --no-deps -r requirements-beam.txt` (docs/beam.md)") from None
     prefix, suffix = _beam_outputs(request)
     logging.info("writing %s (%d files) with Beam's %s",
                  beam.output_names(prefix, request.num_output_shards, suffix)[0], request.num_output_shards,

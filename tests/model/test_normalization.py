@@ -88,7 +88,7 @@ def test_layer_norm_refuses_other_axes():
         LayerNorm(center=False)
 
 
-@pytest.mark.skipif(not onednn_enabled(), reason="the fusions are oneDNN's")
+@pytest.mark.skipif(not onednn_enabled(), reason="hardware: the fusions are oneDNN's (x86 with AVX-512 or AVX2)")
 @pytest.mark.parametrize("signature", [False, True], ids=["static_shapes", "none_none_signature"])
 def test_inference_runs_one_fused_kernel_per_layer_norm_and_fuses_the_attention_scores(signature):
     """Every LayerNorm of a forward (embeddings, two per layer) runs as one oneDNN LayerNorm kernel, whether the
