@@ -218,9 +218,22 @@ def _guarded(main):
     return guarded_main
 
 
+def own_flags_key_to_main(flag_values=None):
+    """Makes every flag this project defined key to the main module, which is what absl's `--help` lists: a
+    script's flags are defined in `albert_tf.scripts.*` (and `albert_tf.cli` for the shared ones), not in the
+    `run_*.py` shim or console command that runs it, so `--help` would otherwise list none of them."""
+    flag_values = flags.FLAGS if flag_values is None else flag_values
+    for module, module_flags in flag_values.flags_by_module_dict().items():
+        if module.split(".")[0] == "albert_tf":
+            for flag in module_flags:
+                flag_values.register_key_flag_for_module(sys.argv[0], flag)
+
+
 def run(main, usage=None):
     """`absl.app.run(main)` with the error handling described in the module docstring; `usage` (the script's
-    docstring) is what `--help` prints, also when the script runs as an installed console command."""
+    docstring) is what `--help` prints, with the script's own flags, also when the script runs as an installed
+    console command."""
     if usage:
         sys.modules["__main__"].__doc__ = usage
+    own_flags_key_to_main()
     app.run(_guarded(main), flags_parser=parse_flags)

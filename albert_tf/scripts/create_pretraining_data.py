@@ -1,4 +1,4 @@
-"""Creates ALBERT pretraining TFRecords (masked LM + sentence-order prediction) from raw text.
+r"""Creates ALBERT pretraining TFRecords (masked LM + sentence-order prediction) from raw text.
 
 Same flags, defaults and records as the original release's `create_pretraining_data.py`; input is one sentence per
 line with a blank line between documents. Beyond the original:

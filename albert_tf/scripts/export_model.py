@@ -1,4 +1,4 @@
-"""Export a trained ALBERT for serving: one command per export type.
+r"""Export a trained ALBERT for serving: one command per export type.
 
     # the encoder (TF-Hub style: serving_default, mlm, sop, tokenization_info)
     python export_model.py --export_type=encoder --albert_config_file=albert_base/albert_config.json \

@@ -1,4 +1,4 @@
-"""Run an exported ALBERT SavedModel on a text file (one example per line, or two tab-separated texts per line for
+r"""Run an exported ALBERT SavedModel on a text file (one example per line, or two tab-separated texts per line for
 pairs), in batches with progress, writing one JSON object per example.
 
     # a classifier export (its `text` / `text_pair` signatures): probabilities, predictions (and labels)

@@ -1,4 +1,4 @@
-"""Fine-tune ALBERT on a GLUE task or on your own text-classification data (the original's flags, plus strategy
+r"""Fine-tune ALBERT on a GLUE task or on your own text-classification data (the original's flags, plus strategy
 options).
 
 GLUE (data_dir holds the GLUE folders, e.g. glue_data/SST-2/train.tsv):

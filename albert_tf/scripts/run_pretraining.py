@@ -1,4 +1,4 @@
-"""Pretrain ALBERT with masked LM + sentence-order prediction (the original's flags, plus strategy options).
+r"""Pretrain ALBERT with masked LM + sentence-order prediction (the original's flags, plus strategy options).
 
     python run_pretraining.py --albert_config_file=albert_config.json --input_file='gs://bucket/data/*.tfrecord' \
       --output_dir=gs://bucket/out --do_train --do_eval --train_batch_size=4096 --num_train_steps=125000 \

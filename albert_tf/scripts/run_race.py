@@ -1,4 +1,4 @@
-"""Fine-tune ALBERT on RACE (multiple-choice reading comprehension): the original's flags, plus strategy options.
+r"""Fine-tune ALBERT on RACE (multiple-choice reading comprehension): the original's flags, plus strategy options.
 
     python run_race.py --data_dir=/data/race --albert_config_file=albert_config.json \
       --spm_model_file=30k-clean.model --init_checkpoint=albert_base/model.ckpt-best --output_dir=out/race \

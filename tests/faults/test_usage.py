@@ -83,8 +83,54 @@ def test_a_missing_hub_module_directory_is_status_1(tmp_path):
     assert_one_line_error(result, "--albert_hub_module_handle", missing, status=1)
 
 
-def test_help_still_prints_the_usage():
-    result = run_script("predict.py", ["--help"])
-    assert "Traceback" not in result.stderr, log_tail(result)
-    assert "--export_dir" in result.stdout + result.stderr
+# A flag only that script has, with its default as absl prints it (None: no default line).
+OWN_FLAGS = {
+    "create_pretraining_data.py": ("--dupe_factor", "(default: '40')"),
+    "create_vocab.py": ("--character_coverage", "(default: '0.99995')"),
+    "prepare_corpus.py": ("--min_document_chars", "(default: '"),
+    "run_pretraining.py": ("--num_train_steps", "(default: '"),
+    "run_classifier.py": ("--label_column", "(default: '1')"),
+    "run_squad.py": ("--warmup_proportion", "(default: '0.1')"),
+    "run_race.py": ("--[no]high_only", "(default: 'false')"),
+    "export_model.py": ("--export_type", None),
+    "predict.py": ("--encoder_dir", None),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(OWN_FLAGS))
+def test_help_lists_the_scripts_own_flags(script):
+    """`--help` prints the usage with its line breaks (a `\\` continuation stays at a line's end) and then the
+    script's own flags with their help and defaults, not only "Try --helpfull"."""
+    result = run_script(script, ["--help"])
+    assert result.returncode == 1 and "Traceback" not in result.stderr, log_tail(result)  # absl's --help status
+    flag, default = OWN_FLAGS[script]
+    lines = result.stdout.splitlines()
+    heading = next(i for i, line in enumerate(lines) if line.endswith(f"{script}:") and not line.startswith(" "))
+    usage, own_lines = lines[:heading], lines[heading + 1:]
+    assert max(len(line) for line in usage) <= 120
+    at = next(i for i, line in enumerate(own_lines) if line.startswith(f"  {flag}:"))
+    assert len(own_lines[at]) > len(flag) + 6  # its help text
+    if default:
+        entry = own_lines[at:at + 8]
+        assert any(line.strip().startswith(default) for line in entry), entry
     assert not [line for line in error_lines(result.stderr) if ": error: " in line]
+
+
+@pytest.mark.slow
+def test_console_command_help_lists_its_flags():
+    """An installed console command (`albert-predict`) runs `run()` with its own path as argv[0]."""
+    code = "import sys; from albert_tf.scripts.predict import run; sys.argv[0] = 'albert-predict'; run()"
+    result = subprocess.run([sys.executable, "-c", code, "--help"], cwd=REPO, env=subprocess_env(),
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 1, log_tail(result)
+    assert "\nalbert-predict:\n" in result.stdout and "  --encoder_dir:" in result.stdout
+    assert "--export_dir" in result.stdout.split("\nalbert-predict:\n", 1)[1]
+    usage = result.stdout.split("\nalbert-predict:\n", 1)[0]
+    assert any(line.rstrip().endswith("\\") for line in usage.splitlines())
+
+
+def test_convert_help_lists_its_flags():
+    result = _convert("--help")
+    assert result.returncode == 1, log_tail(result)
+    assert "  --output_format:" in result.stdout and "  --input_checkpoint:" in result.stdout
