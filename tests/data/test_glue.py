@@ -122,6 +122,18 @@ def test_inferred_labels_numbers_by_value_then_text(tmp_path):
         "-1", "1.5", "10", "b", "class1", "class10", "class2"]
 
 
+def test_inferred_labels_read_a_relative_train_file_in_data_dir(tmp_path):
+    """`run_classifier.py --data_dir=task --train_file=train.csv`: the label list is inferred before any split is
+    read, from the train file looked up in data_dir (as the splits are)."""
+    os.makedirs(tmp_path / "task")
+    _write(str(tmp_path / "task" / "train.csv"), "text,label\nfine,pos\nbad,neg\n")
+    processor = glue.get_processor("mine", train_file="train.csv", delimiter=",", data_dir=str(tmp_path / "task"))
+    assert processor.get_labels() == ["neg", "pos"]
+    assert [e.label for e in processor.get_train_examples(None)] == ["pos", "neg"]
+    with pytest.raises(glue.MissingSplitError, match="the train file train.csv does not exist"):
+        glue.CsvProcessor(train_file="train.csv", delimiter=",").get_labels()
+
+
 def test_csv_processor(tmp_path):
     train = _write(str(tmp_path / "train.csv"),
                    'id,review,stars\n1,"Great, really great",10\n2,"He said ""meh""",2\n3,fine,10\n')

@@ -39,11 +39,14 @@ class CsvProcessor(DataProcessor):
       regression: labels are numbers and the model outputs one score.
       quoting: a `csv` quoting constant (default: none for tab-separated files, CSV quoting otherwise).
       task_name: the name used in cache file names and reports.
+      data_dir: where relative paths are looked up when `split_path` is given no `data_dir` (as
+        `run_classifier.py --data_dir`); the label list is inferred before any split is read, so it needs it here.
     """
 
     def __init__(self, train_file=None, dev_file=None, test_file=None, text_a_column=0, text_b_column=None,
                  label_column=1, guid_column=None, delimiter="\t", header=True, labels=None, regression=False,
-                 quoting=None, task_name="custom"):
+                 quoting=None, task_name="custom", data_dir=None):
+        self.data_dir = data_dir
         self.files = {"train": train_file, "dev": dev_file, "test": test_file}
         self.columns = {"text_a": _column_spec(text_a_column), "text_b": _column_spec(text_b_column),
                         "label": _column_spec(label_column), "guid": _column_spec(guid_column)}
@@ -76,7 +79,7 @@ class CsvProcessor(DataProcessor):
         if split is None:
             raise GlueDataError(f"task {self.task_name}: no label list given and no train or dev file to infer it "
                                 "from")
-        path = self.split_path(None, split)
+        path = self.split_path(self.data_dir, split)
         values = {row[i].strip() for _, row, i in self._label_cells(path)}
         if not values:
             raise GlueDataError(f"{path}: no labelled rows to infer the label list from")
@@ -97,6 +100,7 @@ class CsvProcessor(DataProcessor):
         path = self.files.get(split)
         if not path:
             raise MissingSplitError(f"task {self.task_name}: no {split} file given (--{split}_file)")
+        data_dir = data_dir or self.data_dir
         if data_dir and not os.path.isabs(path) and "://" not in path and not tf.io.gfile.exists(path):
             path = os.path.join(data_dir, path)
         if not tf.io.gfile.exists(path):
