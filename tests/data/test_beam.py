@@ -4,22 +4,24 @@ worker processes), Beam's output names read back by the records reader, the glob
 no output left by a failed run."""
 
 import collections
+import functools
 import glob
 import os
+import random
 
 import pytest
 
 pytest.importorskip("apache_beam")
 
 # pylint: disable=wrong-import-position
-from albert_tf import fileio
 from albert_tf.data import records as records_lib
 from albert_tf.data.pretraining import (PretrainingConfig, PretrainingDataError, TokenTables, create_pretraining_data,
                                         plan_shards, shard_records)
 from albert_tf.data.pretraining import beam as beam_pipeline
+from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, STREAM_INTERLEAVE, derive_seed
 from albert_tf.data.tfrecord_writer import frame_records
 from albert_tf.text import tokenization
-from tests.helpers import DATA_DIR, SPM, assert_one_line_error, run_script
+from tests.helpers import DATA_DIR, SPM, assert_one_line_error, log_tail, run_script
 
 CORPUS = [os.path.join(DATA_DIR, "corpus", name)
           for name in ("gutenberg-austen-emma.txt", "gutenberg-chesterton-brown.txt")]
@@ -42,14 +44,45 @@ def reference(tmp_path_factory):
     create_pretraining_data(",".join(CORPUS), [out], spm_model_file=SPM, config=CONFIG, num_workers=1,
                             shard_size_mb=SHARD_MB)
     local = _read([out])
-    tables = TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
     origin = {}
-    shards = plan_shards(CORPUS, SHARD_MB)
-    for shard in shards:
-        for record in shard_records(shard, CONFIG, tables):
+    shards = _by_shard()
+    for shard, records in shards:
+        for record in records:
             origin[record] = shard.file_index
-    assert len(origin) == len(local) and len({s.file_index for s in shards}) == 2 and len(shards) >= 4
+    assert len(origin) == len(local) and len({s.file_index for s, _ in shards}) == 2 and len(shards) >= 4
     return local, origin, len(shards)
+
+
+@functools.lru_cache(maxsize=None)
+def _by_shard():
+    """[(shard, its records)] of CORPUS, as the local tool plans and builds them."""
+    tables = TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
+    return [(shard, list(shard_records(shard, CONFIG, tables))) for shard in plan_shards(CORPUS, SHARD_MB)]
+
+
+def _expected_files(num_files, buckets):
+    """Each output file's records as the pipeline's documented rule places them, computed here on its own.
+    Without the global shuffle (`buckets` 0): a shard's record i goes to file (start + i) % num_files, start drawn
+    from the shard's seed (a Counter per file: the order of shards within a file is the runner's). With it: each
+    record keyed by a 64-bit random key, bucket key % buckets, file bucket % num_files, a file its buckets in
+    increasing order, each bucket in key order (the file's exact bytes)."""
+    if not buckets:
+        files = [collections.Counter() for _ in range(num_files)]
+        for shard, records in _by_shard():
+            start = derive_seed(CONFIG.random_seed, shard.file_index, shard.shard_in_file,
+                                STREAM_INTERLEAVE) % num_files
+            for i, record in enumerate(records):
+                files[(start + i) % num_files][record] += 1
+        return files
+    keyed = collections.defaultdict(list)
+    for shard, records in _by_shard():
+        rng = random.Random(derive_seed(CONFIG.random_seed, shard.file_index, shard.shard_in_file,
+                                        STREAM_GLOBAL_SHUFFLE))
+        for record in records:
+            key = rng.getrandbits(64)
+            keyed[key % buckets].append((key, frame_records([record])))
+    return [b"".join(frame for bucket in sorted(keyed) if bucket % num_files == f
+                     for _, frame in sorted(keyed[bucket])) for f in range(num_files)]
 
 
 def _beam(prefix, args, shuffle, num_shards=3, suffix=""):
@@ -84,6 +117,7 @@ def test_in_process_runner_same_records_as_local_tool_in_beam_named_files(tmp_pa
     beam_records = [r for recs in per_file for r in recs]
     assert collections.Counter(beam_records) == collections.Counter(local)
     assert all(per_file)
+    assert [collections.Counter(recs) for recs in per_file] == _expected_files(3, 0)
     assert stats.instances == len(local) and stats.files == 2 and stats.shards == num_shards
     # Without the global shuffle each file holds its records shard after shard: few changes of input file.
     assert sum(_switches(recs, origin) for recs in per_file) <= 3 * num_shards
@@ -120,6 +154,43 @@ def test_global_shuffle_in_process_keeps_the_records(tmp_path, reference, monkey
     assert collections.Counter(beam_records) == collections.Counter(local)
     share = sum(origin[r] for r in local) / len(local)
     assert _switches(beam_records, origin) > 0.6 * 2 * share * (1 - share) * len(local)
+
+
+RUNNER_MODES = {"in-process-segment-files": (["--direct_running_mode=in_memory"], True),
+                "in-process-through-the-runner": (["--direct_running_mode=in_memory"], False),
+                "two-worker-processes": (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True)}
+
+
+@pytest.mark.parametrize("mode", list(RUNNER_MODES))
+def test_global_shuffle_writes_a_files_buckets_in_bucket_order(tmp_path, reference, monkeypatch, mode):
+    """A small bucket size gives each output file several buckets: a file is its buckets one after the other in
+    increasing order, each in the order of its keys, byte for byte, whatever order the runner hands the buckets'
+    segments over in (each mode hands them over in its own)."""
+    args, segments = RUNNER_MODES[mode]
+    monkeypatch.setattr(beam_pipeline, "_LOCAL_SEGMENTS", segments)
+    monkeypatch.setattr(beam_pipeline, "SHUFFLE_BUCKET_RECORDS", 60)  # the launcher's: reaches every mode
+    buckets = beam_pipeline.shuffle_bucket_count(sum(map(os.path.getsize, CORPUS)), CONFIG, 3)
+    assert buckets >= 4 * 3
+    expected = _expected_files(3, buckets)
+    assert all(expected) and sum(map(len, expected)) > len(reference[0]) * len(frame_records([b""]))
+    _beam(tmp_path / "p", DIRECT + args, shuffle=True, num_shards=3)
+    assert [(tmp_path / f"p-0000{i}-of-00003").read_bytes() for i in range(3)] == expected
+
+
+@pytest.mark.parametrize("shuffle", [False, True], ids=["dealt", "global-shuffle"])
+def test_batches_of_a_few_records_give_the_files_of_one_batch(tmp_path, reference, monkeypatch, shuffle):
+    """BuildRecords cuts a shard's records into batches of `_BATCH_BYTES`: batches of a few records each must
+    place every record where one batch per shard places it (dealt round-robin on from where the last batch
+    stopped; in its bucket, in key order)."""
+    monkeypatch.setattr(beam_pipeline, "_BATCH_BYTES", 2500)  # about 5 records a batch
+    monkeypatch.setattr(beam_pipeline, "SHUFFLE_BUCKET_RECORDS", 100)
+    buckets = beam_pipeline.shuffle_bucket_count(sum(map(os.path.getsize, CORPUS)), CONFIG, 3) if shuffle else 0
+    _beam(tmp_path / "p", DIRECT + ["--direct_running_mode=in_memory"], shuffle=shuffle, num_shards=3)
+    paths = [tmp_path / f"p-0000{i}-of-00003" for i in range(3)]
+    if shuffle:
+        assert [path.read_bytes() for path in paths] == _expected_files(3, buckets)
+    else:
+        assert [collections.Counter(_read([path])) for path in paths] == _expected_files(3, 0)
 
 
 def test_script_runs_the_pipeline_with_beam_options(tmp_path, reference):
@@ -189,11 +260,18 @@ def test_failure_after_the_write_leaves_no_matching_file(tmp_path, monkeypatch):
 
 
 def test_no_beam_flags_without_runner(tmp_path):
-    result = run_script("create_pretraining_data.py", [f"--input_file={CORPUS[0]}", f"--output_file={tmp_path}/x",
-                                                       f"--spm_model_file={SPM}", "--direct_num_workers=2"])
-    assert_one_line_error(result, "--direct_num_workers", status=2)
-    assert not fileio.is_remote(str(tmp_path)) and os.listdir(tmp_path) == []
-
+    """A Beam option is refused as an unknown flag without --runner (the local tool would ignore it), before
+    anything is written; the same arguments with --runner are a Beam run."""
+    args = [f"--input_file={os.path.join(DATA_DIR, 'corpus', 'sample_text.txt')}", f"--output_file={tmp_path}/x",
+            f"--spm_model_file={SPM}", "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=1",
+            "--direct_num_workers=2"]
+    result = run_script("create_pretraining_data.py", args)
+    line = assert_one_line_error(result, "--direct_num_workers", status=2)
+    assert "unknown flag" in line
+    assert os.listdir(tmp_path) == []
+    beam_run = run_script("create_pretraining_data.py", args + ["--runner=DirectRunner"])
+    assert beam_run.returncode == 0, log_tail(beam_run)
+    assert os.listdir(tmp_path) == ["x-00000-of-00001"]
 
 
 def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():
