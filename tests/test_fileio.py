@@ -3,6 +3,7 @@ written; one process per directory, a killed holder's lock taken over; only this
 
 import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -32,6 +33,37 @@ def test_atomic_write_publishes_complete_files_only(tmp_path):
     assert open(path).read() == "half"  # the old file is intact
     assert os.listdir(out) == ["results.txt"]
     assert not os.path.exists(fileio.sidecar_dir(str(out)))  # no temporary left anywhere
+
+
+def test_atomic_prefix_moves_the_index_last_and_leaves_nothing_on_failure(tmp_path, monkeypatch):
+    """A TF checkpoint written through `atomic_prefix` appears at its prefix with its data files first and the
+    `.index` last (a reader polling for the index never finds it without its data); a failed write leaves no file."""
+    renames = []
+    rename = fileio._LocalFiles.rename  # pylint: disable=protected-access
+
+    def recorded(source, target, overwrite=False):
+        renames.append(os.path.basename(target))
+        return rename(source, target, overwrite)
+
+    monkeypatch.setattr(fileio._LocalFiles, "rename", staticmethod(recorded))  # pylint: disable=protected-access
+    prefix = str(tmp_path / "out" / "model.ckpt-7")
+    names = ["index", "data-00000-of-00002", "data-00001-of-00002"]
+    with fileio.atomic_prefix(prefix) as staged:
+        assert not staged.startswith(prefix) and os.path.dirname(prefix) in staged
+        for name in names:
+            with open(f"{staged}.{name}", "w") as f:
+                f.write(name)
+        assert glob.glob(prefix + "*") == []
+    assert sorted(renames[:-1]) == ["model.ckpt-7.data-00000-of-00002", "model.ckpt-7.data-00001-of-00002"]
+    assert renames[-1] == "model.ckpt-7.index"
+    assert {name: open(f"{prefix}.{name}").read() for name in names} == {name: name for name in names}
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(f"model.ckpt-7.{name}" for name in names)
+    with pytest.raises(ZeroDivisionError):
+        with fileio.atomic_prefix(str(tmp_path / "out" / "other")) as staged:
+            with open(staged + ".index", "w") as f:
+                f.write("x")
+            raise ZeroDivisionError
+    assert len(os.listdir(tmp_path / "out")) == 3 and not leftovers(tmp_path)
 
 
 def test_write_results_and_json(tmp_path):
@@ -67,13 +99,14 @@ def test_outputs_on_a_mount_point_of_their_own(tmp_path):
         with fileio.DirectoryLock(volume, "--output_dir"):
             with fileio.atomic_path(os.path.join(volume, "export"), directory=True) as tmp:
                 open(os.path.join(tmp, "saved_model.pb"), "w").close()
-        # the volume itself replaced as a directory output (an export with --overwrite)
+        # the volume itself replaced as a directory output (an export with --overwrite) once its files are ours
+        fileio.write_manifest(volume)
         with fileio.atomic_path(volume, directory=True, replace_directory_ok=True) as tmp:
             open(os.path.join(tmp, "new.pb"), "w").close()
-        assert os.listdir(volume) == ["new.pb"]
+        assert fileio.foreign_files(volume) == [] and sorted(os.listdir(volume)) == [".albert_tf", "new.pb"]
         with fileio.atomic_path(os.path.join(volume, "sub"), directory=True) as tmp:
             pass
-        assert sorted(os.listdir(volume)) == ["new.pb", "sub"]
+        assert sorted(os.listdir(volume)) == [".albert_tf", "new.pb", "sub"]
     assert sorted(os.listdir(tmp_path)) == ["volume"] and leftovers(tmp_path) == []
 
 
@@ -86,9 +119,47 @@ def test_outputs_in_a_folder_whose_parent_is_read_only(tmp_path):
             with fileio.DirectoryLock(out, "--output_dir"):
                 fileio.write_text(os.path.join(out, "a.txt"), "a")
             os.mkdir(os.path.join(out, "old"))
+            fileio.write_manifest(out)
             with fileio.atomic_path(out, directory=True, replace_directory_ok=True) as tmp:
                 open(os.path.join(tmp, "b.txt"), "w").close()
-            assert os.listdir(out) == ["b.txt"]
+            assert sorted(os.listdir(out)) == [".albert_tf", "b.txt"] and fileio.foreign_files(out) == []
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["renamed", "replaced_in_place"])
+def test_overwrite_replaces_only_what_albert_tf_wrote(tmp_path, monkeypatch, in_place):
+    """A directory written whole carries the manifest of its files; replacing it is refused, with nothing
+    touched, once anything else is inside (a user's note, an extra checkpoint), and allowed again without it."""
+    if in_place:  # as for a mount point or a folder in a read-only parent
+        monkeypatch.setattr(fileio, "_replace_in_place", lambda path: True)
+    export = str(tmp_path / "export")
+    with fileio.atomic_path(export, "--export_dir", directory=True) as tmp:
+        os.makedirs(os.path.join(tmp, "variables"))
+        for name in ("saved_model.pb", "variables/variables.index"):
+            (tmp_path / tmp / name).write_text("model")
+        os.mkdir(os.path.join(tmp, "assets"))
+    assert fileio.foreign_files(export) == []
+    for extra in ("assets/NOTE.txt", "variables/copied.ckpt.index", "README"):
+        (tmp_path / "export" / extra).write_text("mine")
+        before = sorted(str(p) for p in (tmp_path / "export").rglob("*"))
+        with pytest.raises(fileio.OutputError, match=rf"cannot replace --export_dir: .*\({re.escape(extra)}\)"):
+            with fileio.atomic_path(export, "--export_dir", directory=True, replace_directory_ok=True):
+                pytest.fail("no work may start")
+        assert sorted(str(p) for p in (tmp_path / "export").rglob("*")) == before
+        assert (tmp_path / "export" / extra).read_text() == "mine"
+        os.remove(tmp_path / "export" / extra)
+    with fileio.atomic_path(export, "--export_dir", directory=True, replace_directory_ok=True) as tmp:
+        (tmp_path / tmp / "new.pb").write_text("new")
+    assert sorted(os.listdir(export)) == [".albert_tf", "new.pb"] and fileio.foreign_files(export) == []
+    assert leftovers(tmp_path) == []
+
+
+def test_a_folder_without_a_manifest_is_never_replaced(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "thesis.tex").write_text("mine")
+    with pytest.raises(fileio.OutputError, match=r"did not write there \(thesis.tex\)"):
+        with fileio.atomic_path(str(tmp_path / "run"), "--output_path", directory=True, replace_directory_ok=True):
+            pytest.fail("no work may start")
+    assert os.listdir(tmp_path / "run") == ["thesis.tex"]
 
 
 def test_a_file_where_a_directory_output_goes_and_the_reverse(tmp_path):

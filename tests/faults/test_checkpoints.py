@@ -149,16 +149,16 @@ def _missing_data(d):
     return _prefix(d)
 
 
-# (damage, what the message must say besides the file it returns)
+# (damage, what the message must say besides the file it returns: a string, or a tuple of strings)
 TF_DAMAGE = {
     "garbage_state": (_garbage_state, "not a TF checkpoint state file"),
     "unparsable_state": (_unparsable_state, "not a TF checkpoint state file"),
     "empty_state": (_empty_state, "names no checkpoint"),
     "garbage_index": (_garbage_index, "is not a checkpoint index"),
     "empty_index": (_empty_index, "is not a checkpoint index"),
-    "truncated_data": (_truncated_data, "truncated"),
-    "flipped_data": (_flipped_data, "Checksum does not match"),
-    "missing_data": (_missing_data, "incomplete"),
+    "truncated_data": (_truncated_data, "is truncated: "),
+    "flipped_data": (_flipped_data, ("is corrupt: ", "Checksum does not match")),  # ours, and TensorFlow's why
+    "missing_data": (_missing_data, "is incomplete: "),
 }
 
 
@@ -179,7 +179,7 @@ def _assert_corrupt(path, named, says, model=None):
         load_checkpoint(model, path)
     message = str(err.value)
     assert "\n" not in message, message
-    assert named in message and says in message, message
+    assert named in message and all(part in message for part in ((says,) if isinstance(says, str) else says)), message
     assert "does not fit" not in message and "lacks" not in message, message
     for a, b in zip(before, _weights(model)):  # nothing was assigned
         np.testing.assert_array_equal(a, b)
