@@ -334,6 +334,33 @@ def test_gold_answers_map_back_exactly_on_the_full_v1_dev_set(tokenizer):
 # ------------------------------------------------------------------------------------------------------------------
 # Windows.
 
+def test_max_context_owner_is_the_first_best_window_on_random_layouts():
+    """Each piece's max-context window, on random window layouts (the original's sliding windows and arbitrary
+    overlapping ones): the window with the highest min(left, right) + 0.01 x length, the first one on a tie (the
+    original's strict `score > best_score`), against a brute force over the windows holding the piece."""
+    rng = np.random.default_rng(5)
+    layouts = [squad.doc_spans_for(int(rng.integers(1, 80)), int(rng.integers(2, 30)), int(rng.integers(1, 30)))
+               for _ in range(300)]
+    for _ in range(300):
+        num_tokens = int(rng.integers(1, 60))
+        starts = sorted(rng.integers(0, num_tokens, int(rng.integers(1, 6))).tolist())
+        layouts.append([(s, int(rng.integers(1, num_tokens - s + 1))) for s in starts])
+    ties = 0
+    for spans in layouts:
+        num_tokens = max(s + n for s, n in spans)
+        owners = squad.max_context_owners(spans, num_tokens)
+        for position in range(num_tokens):
+            holding = [i for i, (s, n) in enumerate(spans) if s <= position < s + n]
+            scores = [min(position - spans[i][0], spans[i][0] + spans[i][1] - 1 - position) + 0.01 * spans[i][1]
+                      for i in holding]
+            best = holding[scores.index(max(scores))] if holding else None  # list.index: the first
+            ties += scores.count(max(scores)) > 1 if holding else 0
+            assert owners[position] == best, (spans, position)
+            assert [squad.is_max_context(spans, i, position) for i in range(len(spans))] == [
+                i == best for i in range(len(spans))], (spans, position)
+    assert ties > 100  # the layouts do hold ties, where first and last differ
+
+
 def test_window_layout_p_mask_and_max_context(tokenizer):
     context = " ".join(f"token{i}" for i in range(40))
     question = "Which token comes after token7?"
