@@ -10,11 +10,15 @@ directory; a TF-Hub `module/` prefix and optimizer slots are fine) or TF1 TF-Hub
 Face directory or `.safetensors` file, a keras-hub ALBERT preset directory, a TF Model Garden TF2 checkpoint
 (`AlbertEncoder` or `BertPretrainerV2`) or TF-Hub SavedModel directory, or a native TF2 checkpoint. The model is
 `AlbertForPretraining`: the MLM and SOP heads are converted when the input has them; when it does not (an
-encoder-only checkpoint, a keras-hub backbone) the output holds the encoder only, and the log says so.
+encoder-only checkpoint, a keras-hub backbone) the output holds the encoder only, and the log says so. A
+fine-tuned classifier (`--num_labels`, or the `task.json` of its run) is converted with its head in every output
+format; a task head the output would not hold is refused (one line), never dropped.
 
 `--albert_config_file` may be left out when the input carries its config (a Hugging Face `config.json`, a
 keras-hub preset) or when an `albert_config.json` sits beside the input (or in its `assets/`), as in the
-original release's tarballs and TF-Hub modules. The config is always written as `albert_config.json` beside
+original release's tarballs and TF-Hub modules. A fine-tuning run's `task.json` and `albert_config.json` are in
+its output folder: they are found from the folder, a checkpoint in it, and its `best_checkpoint/`
+(`albert_tf.checkpoints.run_files`). The config is always written as `albert_config.json` beside
 the output (inside the output directory for Hugging Face and keras-hub), so every output is self-describing.
 Existing output is never replaced without `--overwrite`.
 
@@ -35,7 +39,7 @@ tokenizer (`spiece.model`, `tokenizer.json`, `tokenizer_config.json`, `special_t
 Its tokenizer is the SentencePiece model `--spm_model_file`, else the one `*.model` beside the input (or in its
 `assets/`; a keras-hub preset's `assets/tokenizer/vocabulary.spm`); keras-hub's `AlbertTokenizer` is
 SentencePiece only, so a WordPiece `--vocab_file` is refused. A fine-tuned classifier (`--num_labels`, or the
-`task.json` that `run_classifier.py` leaves in its output folder beside the checkpoint) is written as a
+`task.json` that `run_classifier.py` leaves in its output folder) is written as a
 `keras_hub.models.AlbertTextClassifier` preset (its `logits` layer is the original's `output_weights` and
 `output_bias`).
 """
@@ -94,23 +98,24 @@ def define_flags(flag_values=flags.FLAGS):
                       "AlbertTokenizer does not lowercase (or strip accents): the log says what to do to the text "
                       "before it.", flag_values=flag_values)
     flags.DEFINE_integer("num_labels", None,
-                         "huggingface / keras_hub output: write the input's classifier head (output_weights "
-                         "[num_labels, H]) as AlbertForSequenceClassification / AlbertTextClassifier; default: the "
-                         "labels of run_classifier's task.json beside the input, else no classifier.",
+                         "Write the input's classifier head (output_weights [num_labels, H]): huggingface as "
+                         "AlbertForSequenceClassification, keras_hub as AlbertTextClassifier, original / native "
+                         "as the classifier's weights; default: the labels of run_classifier's task.json beside "
+                         "the input (or, for a run's best_checkpoint/, in the run folder), else no classifier.",
                          lower_bound=1, flag_values=flag_values)
     flags.DEFINE_list("label_list", None,
                       "huggingface output: the classifier's label names in index order (id2label / label2id); "
-                      "default: those of run_classifier's task.json beside the input, else LABEL_0, LABEL_1, ...",
+                      "default: those of run_classifier's task.json (see --num_labels), else LABEL_0, LABEL_1, ...",
                       flag_values=flag_values)
 
 
 # ---------------------------------------------------------------- helpers
 def _input_config_path(path):
-    """An `albert_config.json` beside (or inside) the input checkpoint, or in its `assets/` (a TF-Hub module or
-    SavedModel), if there is one."""
-    from albert_tf.checkpoints import model_garden  # pylint: disable=import-outside-toplevel
+    """An `albert_config.json` beside (or inside) the input checkpoint, in its `assets/` (a TF-Hub module or
+    SavedModel), or in the run folder of a run's `best_checkpoint/`, if there is one."""
+    from albert_tf.checkpoints import run_files  # pylint: disable=import-outside-toplevel
 
-    return model_garden.config_file_beside(path)
+    return run_files.config_file(path)
 
 
 def resolve_config(input_checkpoint, albert_config_file=None):
@@ -135,8 +140,8 @@ def resolve_config(input_checkpoint, albert_config_file=None):
         return AlbertConfig.from_json_file(beside), beside, None
     raise UsageError(
         f"--albert_config_file is required: the input {input_checkpoint!r} ({fmt} format) carries no config "
-        f"(its weights do not give the number of layers and heads) and has no {CONFIG_NAME} beside it or in "
-        "its assets/")
+        f"(its weights do not give the number of layers and heads) and has no {CONFIG_NAME} beside it, in "
+        "its assets/ or, for a run's best_checkpoint/, in the run folder")
 
 
 def output_files(output_path, output_format):
@@ -264,17 +269,12 @@ def huggingface_tokenizer(input_checkpoint, spm_model_file=None, vocab_file=None
 
 
 def _task_json(input_checkpoint):
-    """(path, contents) of the `task.json` that run_classifier.py and run_squad.py leave beside their checkpoints;
-    contents None when there is no such file (or it is no JSON object)."""
-    path = os.path.join(_input_folder(input_checkpoint), TASK_JSON)
-    if not os.path.isfile(path):
-        return path, None
-    try:
-        with open(path, encoding="utf-8") as f:
-            record = json.load(f)
-    except (OSError, ValueError) as err:
-        raise MissingDataError(f"cannot read {path}: {err}") from None
-    return path, record if isinstance(record, dict) else None
+    """(path, contents) of the `task.json` that run_classifier.py and run_squad.py leave beside their checkpoints
+    (for a run's `best_checkpoint/`, in the run folder above it); contents None when there is no such file (or it
+    is no JSON object)."""
+    from albert_tf.checkpoints import run_files  # pylint: disable=import-outside-toplevel
+
+    return run_files.task_record(input_checkpoint)
 
 
 def _task_record(input_checkpoint):
@@ -308,13 +308,6 @@ def classifier_head(input_checkpoint, num_labels=None, label_list=None):
                          f"{recorded} label(s) ({record.get('labels')})")
     count = num_labels if num_labels is not None else len(names) if names is not None else recorded
     return count, names, regression
-
-
-def classifier_labels(input_checkpoint, num_labels=None):
-    """How many classes the input's classifier head has, for a keras_hub output: `num_labels`, else the labels
-    of the `task.json` that run_classifier.py leaves beside its checkpoints (1 for regression), else None (no
-    classifier). Raises `UsageError` when both are there and disagree."""
-    return classifier_head(input_checkpoint, num_labels)[0]
 
 
 def _missing_variable_ids(model, result):
@@ -358,25 +351,22 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
     if folder_out and os.path.exists(output_path) and not os.path.isdir(output_path):
         raise UsageError(f"--output_path {output_path!r} is a file; the {output_format} format writes a directory")
     if not folder_out:
-        for flag, value in (("--spm_model_file", spm_model_file), ("--vocab_file", vocab_file),
-                            ("--num_labels", num_labels), ("--label_list", label_list or None)):
+        for flag, value in (("--spm_model_file", spm_model_file), ("--vocab_file", vocab_file)):
             if value is not None:
                 raise UsageError(f"{flag} applies to --output_format=huggingface or keras_hub only (the "
-                                 f"{output_format} format holds no tokenizer and keeps every head the input has)")
+                                 f"{output_format} format holds no tokenizer)")
     if label_list and output_format != "huggingface":
-        raise UsageError("--label_list applies to --output_format=huggingface only (keras-hub stores no label "
-                         "names)")
+        raise UsageError(f"--label_list applies to --output_format=huggingface only ({output_format} stores no "
+                         "label names)")
 
     config, config_source, backbone = resolve_config(input_checkpoint, albert_config_file)
     logging.info("Config from %s: %s", config_source, json.dumps(config.to_dict(), sort_keys=True))
     target, config_path, files = output_files(output_path, output_format)
-    labels, regression = None, False
     if output_format == "keras_hub":
         spm_model_file = keras_hub_tokenizer(input_checkpoint, spm_model_file, vocab_file)
-        num_labels = classifier_labels(input_checkpoint, num_labels)
     elif output_format == "huggingface":
         spm_model_file, vocab_file = huggingface_tokenizer(input_checkpoint, spm_model_file, vocab_file)
-        num_labels, labels, regression = classifier_head(input_checkpoint, num_labels, label_list)
+    num_labels, labels, regression = classifier_head(input_checkpoint, num_labels, label_list)
     existing = _existing_output(files, config_path, config, whole_directory=target if folder_out else None)
     if existing and not overwrite:
         raise UsageError(f"--output_path {output_path!r} already holds {', '.join(existing)}; pass "
@@ -395,9 +385,11 @@ def convert(input_checkpoint, output_path, output_format, albert_config_file=Non
         from albert_tf.checkpoints import keras_hub_writer  # pylint: disable=import-outside-toplevel
 
         keras_hub_writer.check_config(config)  # before loading: a config keras-hub cannot compute
+    _refuse_keras_hub_task(input_checkpoint)
     model, result = _load_model(config, backbone if backbone is not None else input_checkpoint, num_labels,
                                 init_from_group0)
     logging.info("Loaded %s into %s", result, type(model).__name__)
+    _refuse_dropped_head(input_checkpoint, model, result)
     missing_ids = _missing_variable_ids(model, result)
     if result.missing:
         logging.warning("Not in the input, so left out of the output: %s", ", ".join(result.missing))
@@ -455,6 +447,40 @@ def _load_model(config, source, num_labels, init_from_group0):
     if not squad_result.missing:
         return squad, squad_result
     return model, result
+
+
+def _refuse_keras_hub_task(input_checkpoint):
+    """A keras-hub preset holding a task (keras-hub's `task.json`, `task.weights.h5`) is refused: the converter
+    reads its backbone only, and would drop the task's head."""
+    from albert_tf.checkpoints import run_files  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints.errors import CheckpointMismatchError  # pylint: disable=import-outside-toplevel
+
+    task = run_files.keras_hub_task(input_checkpoint)
+    if task:
+        raise CheckpointMismatchError(
+            f"the input {input_checkpoint} is a keras-hub {task} preset; the converter reads a preset's backbone "
+            "only and would drop the task's head (task.weights.h5): convert the checkpoint the preset was made from")
+
+
+def _refuse_dropped_head(input_checkpoint, model, result):
+    """The output never drops a task head of the input: when the model chosen has none (`AlbertForPretraining`)
+    and the input holds one, a classifier's is a `UsageError` (`--num_labels` writes it), another a
+    `CheckpointMismatchError`."""
+    from albert_tf.checkpoints import run_files  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints.errors import CheckpointMismatchError  # pylint: disable=import-outside-toplevel
+    from albert_tf.model import AlbertForPretraining  # pylint: disable=import-outside-toplevel
+
+    head = run_files.task_head(result) if isinstance(model, AlbertForPretraining) else []
+    if not head:
+        return
+    shown = ", ".join(head[:2]) + (", ..." if len(head) > 2 else "")
+    path, _ = _task_json(input_checkpoint)
+    if run_files.is_output_layer(head):
+        raise UsageError(f"the input {input_checkpoint} holds a classifier head ({shown}) and no {path} gives its "
+                         "labels; pass --num_labels (and, for huggingface output, --label_list), or convert the "
+                         "run folder (or its best_checkpoint/) whose task.json does")
+    raise CheckpointMismatchError(f"the input {input_checkpoint} holds a task head ({shown}) that the converter "
+                                  "cannot write; it would be dropped, so nothing is written")
 
 
 def _has_squad_head(source, result):

@@ -10,7 +10,8 @@ names, load, write), asked in the order of `registry.REGISTRY`:
   * `native`: this project's own TF2 checkpoints (`tf.train.Checkpoint(model=...)`, as training writes);
   * `original`: a TF1 name-based checkpoint of the original release (`bert/...`, `cls/...`; a TF-Hub `module/`
     prefix is accepted; optimizer slots and `global_step` are ignored), or a TF1 TF-Hub module directory.
-`loading` holds `load_checkpoint` / `save_checkpoint`, `tf_checkpoint` where a TF checkpoint's prefix is.
+`loading` holds `load_checkpoint` / `save_checkpoint`, `tf_checkpoint` where a TF checkpoint's prefix is,
+`run_files` the files a fine-tuning run leaves beside its checkpoints and the task head a checkpoint holds.
 """
 
 from albert_tf.checkpoints import (
@@ -21,6 +22,7 @@ from albert_tf.checkpoints import (
     native,
     original,
     registry,
+    run_files,
     tf_checkpoint,
 )
 from albert_tf.checkpoints.errors import (
@@ -40,6 +42,6 @@ __all__ = [
     "FORMATS", "STATE_FILE", "CheckpointError", "CheckpointFormat", "CheckpointMismatchError",
     "CheckpointNotFoundError", "CorruptCheckpointError", "LoadResult", "detect_format", "ensure_built", "errors",
     "huggingface", "keras_hub_format", "latest_checkpoint", "load_checkpoint", "model_arrays", "model_garden",
-    "native", "original", "read_arrays", "reading", "registry", "resolve", "save_checkpoint", "tf1_entries",
-    "tf_checkpoint",
+    "native", "original", "read_arrays", "reading", "registry", "resolve", "run_files", "save_checkpoint",
+    "tf1_entries", "tf_checkpoint",
 ]
