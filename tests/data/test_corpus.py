@@ -232,6 +232,27 @@ def test_script_writes_shards_and_reports_counts(tmp_path):
     assert _read(library.outputs) == _read([tmp_path / "out" / n for n in sorted(os.listdir(tmp_path / "out"))])
 
 
+def test_script_defaults_by_what_they_do(tmp_path):
+    """prepare_corpus.py's own defaults, none of its optional flags given (docs/corpus.md's table): documents under
+    50 characters after normalising dropped (--min_document_chars=50), whitespace runs made one space, exact
+    duplicates dropped, the input format by extension, one output file; the library's own default keeps short
+    documents (min_document_chars 0)."""
+    short = "Too short by one. It has 49 characters, no more!!"
+    kept = "Just long enough. It has fifty characters, exactly"
+    assert (len(short), len(kept)) == (49, 50)
+    spaced = kept.replace("Just long", "Just \t  long")
+    text = _write(tmp_path / "in.txt", f"{short}\n\n{spaced}\n\n{kept}\n")
+    lines = _write(tmp_path / "more.jsonl", _jsonl([{"text": "From JSON Lines, chosen by its name. Long enough too."}]))
+    result = run_script("prepare_corpus.py", [f"--input_file={text},{lines}", f"--output_file={tmp_path}/out/c.txt"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "dropped 0 empty, 1 shorter than --min_document_chars, 1 exact duplicates" in result.stderr
+    assert os.listdir(tmp_path / "out") == ["c.txt"]
+    assert _read([tmp_path / "out" / "c.txt"]) == [
+        "Just long enough.\nIt has fifty characters, exactly\n\nFrom JSON Lines, chosen by its name.\nLong enough too.\n"]
+    library = corpus.prepare_corpus([text], str(tmp_path / "lib.txt"))
+    assert library.documents_written == 2 and _read([tmp_path / "lib.txt"])[0].startswith("Too short by one.\n")
+
+
 def test_script_bad_json_line_is_one_line_naming_file_and_line(tmp_path):
     bad = _write(tmp_path / "dump.jsonl", _jsonl(RECORDS) + '{"title": "no text"}\n')
     result = run_script("prepare_corpus.py", [f"--input_file={bad}", f"--output_file={tmp_path}/out.txt"])

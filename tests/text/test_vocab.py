@@ -104,6 +104,19 @@ def test_the_vocabulary_is_learned_on_lowercased_text(trained, tmp_path):
     assert [p.piece for p in _proto(cased.paths["model"]).pieces if p.piece != p.piece.lower()]
 
 
+def test_the_script_lowercases_by_default(tmp_path):
+    """create_vocab.py without --do_lower_case learns lower-case pieces only (the library on the same sample with
+    do_lower_case=False learns cased ones, test above); --nodo_lower_case keeps the case."""
+    pieces = {}
+    for name, args in (("default", []), ("cased", ["--nodo_lower_case"])):
+        result = run_script("create_vocab.py", [f"--input_file={CORPUS}", f"--model_prefix={tmp_path}/{name}",
+                                                "--vocab_size=400", "--input_sentence_size=500", *args])
+        assert result.returncode == 0, result.stderr[-3000:]
+        pieces[name] = [p.piece for p in _proto(f"{tmp_path}/{name}.model").pieces if p.type == p.NORMAL]
+    assert len(pieces["default"]) > 300 and not [p for p in pieces["default"] if p != p.lower()]
+    assert [p for p in pieces["cased"] if p != p.lower()]
+
+
 def test_sentences_are_preprocessed_as_the_tokenizer_does():
     assert vocab.preprocess_sentences(["  Caf\u00e9   DÉJÀ vu ", "\u0301"]) == ["cafe deja vu"]
     assert vocab.preprocess_sentences(["Café"], do_lower_case=False) == ["Cafe"]
