@@ -6,6 +6,7 @@ import bz2
 import gzip
 import json
 import os
+import random
 
 import pytest
 
@@ -106,6 +107,38 @@ def test_chinese_and_japanese_split_at_their_own_sentence_ends():
         "他问道：“你为什么不早点告诉我？”", "她低下头，没有回答。", "真好！", "我们走吧"]
     assert sentences.split_sentences("今日は晴れです。「はい。」そうです。") == ["今日は晴れです。", "「はい。」", "そうです。"]
     assert sentences.split_sentences("他来了。Then he left. 好。") == ["他来了。", "Then he left.", "好。"]
+
+
+def _cjk_reference(text):
+    """A character loop: cut after each run of 。！？｡ and the closing quotes or brackets after it, but at the end."""
+    ends, closers = "。！？｡", "」』”’）》〉】〕\"')]"
+    pieces, start, i = [], 0, 0
+    while i < len(text):
+        if text[i] not in ends:
+            i += 1
+            continue
+        while i < len(text) and text[i] in ends:
+            i += 1
+        while i < len(text) and text[i] in closers:
+            i += 1
+        if i < len(text):
+            pieces.append(text[start:i])
+            start = i
+    return pieces + [text[start:]]
+
+
+def test_a_cjk_sentence_end_is_cut_wherever_it_is():
+    """Next to the end of the text too: one character after it is a sentence of its own."""
+    assert sentences.split_sentences("真好！我") == ["真好！", "我"]
+    assert sentences.split_sentences("真好！”我") == ["真好！”", "我"]
+    assert sentences.split_sentences("真好！") == ["真好！"] and sentences.split_sentences("真好！”") == ["真好！”"]
+    assert sentences.split_sentences("！我") == ["！", "我"] and sentences.split_sentences("我") == ["我"]
+    rng = random.Random(3)
+    alphabet = "我们好。！？｡」”）'a "
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
+        assert sentences.cjk_pieces(text) == _cjk_reference(text), text
+        assert sentences.split_sentences(text) == [p.strip() for p in _cjk_reference(text) if p.strip()], text
 
 
 def test_pysbd_can_stand_in_for_bling_fire():
