@@ -2,11 +2,12 @@
 params dataclass's `albert_tf.settings` fields and the one mapping back from flags to params, and the one way
 errors reach the user.
 
-`run(main)` runs a script's `main` under absl: a flag absl cannot parse (a malformed number or bool, an unknown
-flag, a value outside an enum's choices) and a `UsageError` (a flag missing, contradicting another, not fitting
-the model) print as one line, `<script>: error: <message>` naming the flag, with exit status 2; an `AlbertError`
-(bad file, field, line or checkpoint) and an OS error (a missing, unreadable or unwritable file) likewise with
-exit status 1. `--help` and `--helpfull` print the usage as absl does. SIGTERM is handled like Ctrl-C, so
+`run(main)` runs a script's `main` under absl, inside `albert_tf.guard.guarded` over the settings the script
+declared (their bounds, its inputs and outputs, the outputs' locks): a flag absl cannot parse (a malformed number
+or bool, an unknown flag, a value outside an enum's choices) and a `UsageError` (a flag missing, out of bounds,
+contradicting another, not fitting the model) print as one line, `<script>: error: <message>` naming the flag,
+with exit status 2; an `AlbertError` (bad file, field, line or checkpoint) and an OS error (a missing, unreadable
+or unwritable file) likewise with exit status 1. `--help` and `--helpfull` print the usage as absl does. SIGTERM is handled like Ctrl-C, so
 temporary outputs are removed and worker processes stopped on the way out. Anything else is a bug and keeps its
 traceback.
 """
@@ -20,8 +21,9 @@ import sys
 
 from absl import app, flags, logging
 
+from albert_tf import guard
 from albert_tf.errors import AlbertError, MissingDataError, UsageError
-from albert_tf.settings import flag_specs
+from albert_tf.settings import FlagSpec, flag_specs
 
 
 def define_tpu_flags():
@@ -47,6 +49,9 @@ def runtime_settings():
     return tuple(flag_specs(RuntimeParams))
 
 
+# {flag name: FlagSpec} of every flag defined from a setting in this process: what `run` hands to the guard.
+DECLARED = {}
+
 _DEFINE = {"bool": flags.DEFINE_bool, "integer": flags.DEFINE_integer, "float": flags.DEFINE_float,
            "string": flags.DEFINE_string, "list": flags.DEFINE_list}
 
@@ -60,6 +65,8 @@ def define_flags(params_cls, flag_values=None, only=None, exclude=()):
     for name, spec in flag_specs(params_cls).items():
         if (only is not None and name not in only) or name in exclude:
             continue
+        if flag_values is flags.FLAGS:
+            DECLARED[spec.name] = spec
         if spec.kind == "enum":
             flags.DEFINE_enum(spec.name, spec.default, list(spec.choices), spec.help, flag_values=flag_values,
                               module_name=module_name)
@@ -114,9 +121,11 @@ def demo_preset(name):
 def define_hub_module_flag():
     """The original's `--albert_hub_module_handle`: here a TF-Hub ALBERT module downloaded to a local directory,
     whose weights initialise the model (as `--init_checkpoint` would)."""
-    flags.DEFINE_string("albert_hub_module_handle", None, "A TF-Hub ALBERT module downloaded to a local directory: "
-                                                          "its weights initialise the model (instead of "
-                                                          "--init_checkpoint). Nothing is downloaded.")
+    spec = FlagSpec("string", "albert_hub_module_handle", None, "A TF-Hub ALBERT module downloaded to a local "
+                    "directory: its weights initialise the model (instead of --init_checkpoint). Nothing is "
+                    "downloaded.", role="input_tree")
+    flags.DEFINE_string(spec.name, spec.default, spec.help)
+    DECLARED[spec.name] = spec
 
 
 def init_checkpoint(flag_values=None):
@@ -191,24 +200,48 @@ def parse_flags(argv, flag_values=None):
         sys.exit(2)
 
 
+def given_flags(argv):
+    """The names of the flags in `argv`, in the order given (`--no<name>` as `<name>`)."""
+    names = []
+    for arg in argv[1:]:
+        if arg == "--":
+            break
+        if arg.startswith("-"):
+            name = arg.lstrip("-").split("=", 1)[0]
+            if name not in flags.FLAGS and name.startswith("no") and name[2:] in flags.FLAGS:
+                name = name[2:]
+            names.append(name)
+    return names
+
+
+def guarded_settings(argv):
+    """`albert_tf.guard.guarded` over the settings this process declared, with their flags' values."""
+    values = {name: flags.FLAGS[name].value for name in DECLARED if name in flags.FLAGS}
+    return guard.guarded(DECLARED, values, given_flags(argv))
+
+
 def _guarded(main):
     script = _script()
 
     def guarded_main(argv):
         signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
-            return main(argv)
+            with guarded_settings(sys.argv):
+                return main(argv)
         except UsageError as err:
-            logging.error("%s: %s", type(err).__name__, err)
+            logging.debug("%s: %s", type(err).__name__, err)
             print(f"{script}: error: {_one_line(err)}", file=sys.stderr)
             sys.exit(2)
         except flags.Error as err:  # a flag set in code that its validator refuses
-            logging.error("%s: %s", type(err).__name__, err)
+            logging.debug("%s: %s", type(err).__name__, err)
             print(f"{script}: error: {flag_error_message(err)}", file=sys.stderr)
             sys.exit(2)
         except (AlbertError, OSError) as err:
-            logging.error("%s: %s", type(err).__name__, err)
-            detail = _one_line(err) if isinstance(err, AlbertError) else f"{err.strerror or err}: {err.filename}"
+            logging.debug("%s: %s", type(err).__name__, err)
+            if isinstance(err, AlbertError):
+                detail = _one_line(err)
+            else:
+                detail = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
             print(f"{script}: error: {detail}", file=sys.stderr)
             sys.exit(1)
         except KeyboardInterrupt:

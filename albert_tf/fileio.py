@@ -14,7 +14,9 @@ Three rules every script follows through this module:
   run ends, and a directory the lock had to create is removed again if the run left it empty).
 * Nothing a user owns is deleted or replaced: only this module's own temporaries (and TF's `ckpt-N_temp`
   directories, see `remove_stale_checkpoint_temps`) are ever removed, and `refuse_inputs_as_outputs` stops a run
-  whose output is one of its inputs before anything is written.
+  whose output is one of its inputs before anything is written. A directory written whole carries a manifest of
+  its files (`.albert_tf/manifest.json` inside it); replacing it (`--overwrite`) is refused when anything is
+  found there that the manifest does not list, so a file a user put inside an export is never deleted.
 
 Local paths and remote ones (`gs://...`, through `tf.io.gfile`) both work; locks are local-only. Input flags
 that take comma-separated globs are expanded by one rule, `expand_globs`.
@@ -252,14 +254,59 @@ def _entries(directory):
     return [name.rstrip("/") for name in _fs(directory).listdir(directory) if name.rstrip("/") != STAGING_NAME]
 
 
+MANIFEST = "manifest.json"
+
+
+def _tree_files(directory):
+    """The files under a local `directory` as sorted '/'-joined relative paths, its staging folder left out."""
+    found = []
+    for root, dirs, names in os.walk(directory):
+        if root == directory:
+            dirs[:] = [d for d in dirs if d != STAGING_NAME]
+        relative = os.path.relpath(root, directory)
+        found.extend(name if relative == "." else f"{relative}/{name}".replace(os.sep, "/") for name in names)
+        found.extend(f"{d}/" if relative == "." else f"{relative}/{d}/".replace(os.sep, "/")
+                     for d in dirs if not os.listdir(os.path.join(root, d)))
+    return sorted(found)
+
+
+def write_manifest(directory):
+    """Records the files now in the local `directory` (written by this program) in its manifest."""
+    if is_remote(directory):
+        return
+    os.makedirs(sidecar_dir(directory), exist_ok=True)
+    with open(os.path.join(sidecar_dir(directory), MANIFEST), "w", encoding="utf-8") as f:
+        json.dump({"files": _tree_files(directory)}, f, indent=1)
+
+
+def foreign_files(directory):
+    """The files in the local `directory` that its manifest does not list (all of them without a manifest): what
+    replacing it would delete that this program did not write."""
+    if is_remote(directory):
+        return []
+    try:
+        with open(os.path.join(sidecar_dir(directory), MANIFEST), encoding="utf-8") as f:
+            written = set(json.load(f)["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        written = set()
+    return [name for name in _tree_files(directory) if name not in written]
+
+
 def _check_target(path, what, directory, replace_directory_ok):
-    """Refuses, before any work, a target of the wrong kind or a non-empty directory not to be replaced."""
+    """Refuses, before any work, a target of the wrong kind, a non-empty directory not to be replaced, or one to be
+    replaced that holds files this program did not write."""
     if not _fs(path).exists(path):
         return
     if _fs(path).isdir(path) != directory:
         raise OutputError(f"cannot write {what}: it is {'a file' if directory else 'a directory'}")
-    if directory and not replace_directory_ok and _entries(path):
-        raise OutputError(f"cannot write {what}: it exists already")
+    if directory and _entries(path):
+        if not replace_directory_ok:
+            raise OutputError(f"cannot write {what}: it exists already")
+        foreign = foreign_files(path)
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise OutputError(f"cannot replace {what}: it holds files albert_tf did not write there ({shown}); "
+                              "move them away or choose another directory")
 
 
 @contextlib.contextmanager
@@ -294,6 +341,8 @@ def atomic_path(path, what=None, directory=False, replace_directory_ok=False):
     _writing.add(tmp)
     try:
         yield tmp
+        if directory:
+            write_manifest(tmp)
         if directory and _fs(path).exists(path):
             (_move_entries if inside else replace_directory)(tmp, path)
         else:
@@ -357,7 +406,8 @@ def write_results(path, results, what=None):
     return write_text(path, "".join(f"{key} = {results[key]}\n" for key in sorted(results)), what)
 
 
-def _same_file(a, b):
+def same_file(a, b):
+    """Whether `a` and `b` name one file or folder (links and spellings resolved; hard links for files that exist)."""
     if is_remote(a) or is_remote(b):
         return str(a).rstrip("/") == str(b).rstrip("/")
     if os.path.exists(a) and os.path.exists(b):
@@ -365,7 +415,8 @@ def _same_file(a, b):
     return os.path.realpath(a) == os.path.realpath(b)
 
 
-def _inside(path, directory):
+def inside(path, directory):
+    """Whether `path` lies inside `directory` (links resolved)."""
     if is_remote(path) or is_remote(directory):
         return str(path).startswith(str(directory).rstrip("/") + "/")
     path, directory = os.path.realpath(path), os.path.realpath(directory)
@@ -403,7 +454,7 @@ def refuse_inputs_as_outputs(outputs, inputs):
         for in_what, in_path in inputs:
             if not in_path:
                 continue
-            if _same_file(out_path, in_path) or (whole_dir and _inside(in_path, out_path)):
+            if same_file(out_path, in_path) or (whole_dir and inside(in_path, out_path)):
                 output = out_what if str(out_path) in str(out_what) else f"{out_what} {out_path}"
                 raise UsageError(f"{output} would overwrite the input {in_what} {in_path}; write the output "
                                  "elsewhere")
@@ -467,14 +518,16 @@ class DirectoryLock:
 
     Re-entrant within a process (an export into the output directory takes the lock it already holds).
     Raises `RunError` naming the directory and the holder's pid when another process holds it. Remote
-    directories cannot be locked; they are used without a lock.
+    directories cannot be locked; they are used without a lock. `lock_name` other than "lock" locks one entry of
+    the directory (a file or folder written whole) instead of the directory itself.
     """
 
     _held = {}  # sidecar path -> [file, count] for locks this process holds
 
-    def __init__(self, directory, what="directory"):
+    def __init__(self, directory, what="directory", lock_name="lock"):
         self.directory = str(directory)
         self.what = what
+        self.lock_name = lock_name
         self._key = None
         self._created = False
 
@@ -483,7 +536,7 @@ class DirectoryLock:
             return self
         if os.path.exists(self.directory) and not os.path.isdir(self.directory):
             raise OutputError(f"{self.what} {self.directory} is a file, not a directory")
-        key = os.path.join(sidecar_dir(self.directory), "lock")
+        key = os.path.join(sidecar_dir(self.directory), self.lock_name)
         if key in DirectoryLock._held:
             DirectoryLock._held[key][1] += 1
             self._key = key
@@ -518,8 +571,9 @@ class DirectoryLock:
             holder = handle.read().strip() or "unknown"
             handle.close()
             if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise RunError(f"{self.what} {self.directory} is in use by another run ({holder}); wait for it "
-                               f"to finish or use another directory") from None
+                where = self.what if self.lock_name != "lock" else f"{self.what} {self.directory}"
+                raise RunError(f"{where} is in use by another run ({holder}); wait for it to finish or write "
+                               "elsewhere") from None
             raise OutputError(f"cannot lock {self.what} {self.directory}: {describe(err)}") from None
         return handle
 
@@ -574,6 +628,9 @@ def _move_entries(source, target):
         _fs(target).rename(os.path.join(target, name), os.path.join(old, name))
     for name in sorted(_entries(source), key=lambda n: not _fs(target).isdir(os.path.join(source, n))):
         _fs(target).rename(os.path.join(source, name), os.path.join(target, name))
+    manifest = os.path.join(sidecar_dir(source), MANIFEST)
+    if os.path.exists(manifest):
+        os.replace(manifest, os.path.join(sidecar_dir(target), MANIFEST))
     _remove_quietly(source)
     _remove_quietly(old)
     _remove_empty_sidecar(old)

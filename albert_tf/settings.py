@@ -6,20 +6,81 @@ kind from the type annotation, same default) unless the metadata says why not: `
 `kind=` a flag of another kind than the field (a file name for a parsed object), `choices=` an enum's values,
 `flag_default=` the flag's default where the field has none (a required field, or None meaning "derived").
 Fields made with plain `dataclasses.field` (or none) are not flags.
+
+A setting also declares what `albert_tf.guard` checks for every script before anything is read or written:
+`bounds=` a `Range` its value must lie in, `role=` which file or folder it names (one of `ROLES`: an input the
+run reads, or an output it writes; `under=` the setting naming the folder a relative path is looked up in) and,
+for an output folder, `writes=` the names (globs) the run writes inside it. `trains=False` marks a setting that does
+not change what a training run trains (logging, evaluation, exports, where it runs): a resume may change it.
+A new script gets every guarantee of the guard by declaring its settings; it writes no checks of its own.
 """
 
 import dataclasses
+import math
 
 _NO_DEFAULT = dataclasses.MISSING
 
+# What a file setting names. Inputs: a file (`input_file`), comma-separated files or globs (`input_files`), a folder
+# the run takes named files from (`input_dir`, e.g. GLUE's --data_dir), a folder read as a whole (`input_tree`: a
+# SavedModel, a TF-Hub module), a checkpoint (`input_checkpoint`: a prefix or a folder). Outputs: a file
+# (`output_file`), comma-separated files (`output_files`), a path prefix of files (`output_prefix`: `writes` names
+# their suffixes), a folder the run writes into (`output_dir`: checkpoints, results; `writes` names them) and a
+# folder written and replaced whole (`output_tree`: an export).
+INPUT_ROLES = ("input_file", "input_files", "input_dir", "input_tree", "input_checkpoint")
+OUTPUT_ROLES = ("output_file", "output_files", "output_prefix", "output_dir", "output_tree")
+ROLES = INPUT_ROLES + OUTPUT_ROLES
 
-def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=None, flag_default=_NO_DEFAULT):
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The values a number setting accepts: `low`..`high` (None: unbounded), each end closed unless `low_open` /
+    `high_open`. `str` gives the rule as a user reads it ("at least 1", "in (0, 1]")."""
+
+    low: float = None
+    high: float = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def __contains__(self, value):
+        if value is None:
+            return True
+        if isinstance(value, float) and math.isnan(value):
+            return False
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def __str__(self):
+        if self.high is None:
+            return f"{'greater than' if self.low_open else 'at least'} {self.low:g}"
+        if self.low is None:
+            return f"{'less than' if self.high_open else 'at most'} {self.high:g}"
+        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+
+
+POSITIVE = Range(1)
+NON_NEGATIVE = Range(0)
+PROBABILITY = Range(0, 1)
+
+
+def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=None, flag_default=_NO_DEFAULT,
+            bounds=None, role=None, writes=(), under=None, trains=True):
     """A dataclass field (`default`, or required when none) carrying its flag's help text and, where they differ
-    from the field, the flag's name, kind, enum choices and default."""
+    from the field, the flag's name, kind, enum choices and default; with the `bounds`, file `role` and, for an
+    output folder, the names it `writes` (see the module docstring)."""
+    if role is not None and role not in ROLES:
+        raise ValueError(f"setting(role={role!r}): one of {', '.join(ROLES)}")
+    if writes and role not in ("output_dir", "output_prefix"):
+        raise ValueError("setting(writes=...) is for role='output_dir' or 'output_prefix'")
     metadata = {"help": help_text}
-    for key, value in (("flag", flag), ("kind", kind), ("choices", choices)):
+    for key, value in (("flag", flag), ("kind", kind), ("choices", choices), ("bounds", bounds), ("role", role),
+                       ("under", under)):
         if value is not None:
             metadata[key] = value
+    if writes:
+        metadata["writes"] = tuple(writes)
+    if not trains:
+        metadata["trains"] = False
     if flag_default is not _NO_DEFAULT:
         metadata["flag_default"] = flag_default
     return dataclasses.field(default=default, metadata=metadata)
@@ -28,13 +89,17 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
 @dataclasses.dataclass(frozen=True)
 class FlagSpec:
     """The flag a `setting` field declares: absl kind (bool, integer, float, string, enum, list), name, default,
-    help text and, for an enum, its choices."""
+    help text, for an enum its choices; and what the guard checks: `bounds`, `role`, `writes`."""
 
     kind: str
     name: str
     default: object
     help: str
     choices: tuple = None
+    bounds: Range = None
+    role: str = None
+    writes: tuple = ()
+    under: str = None
 
 
 _KINDS = {bool: "bool", int: "integer", float: "float", str: "string", list: "list"}
@@ -54,7 +119,8 @@ def flag_spec(field):
     default = metadata.get("flag_default", field.default)
     if default is _NO_DEFAULT:
         raise TypeError(f"{field.name}: a required field needs setting(flag_default=...)")
-    return FlagSpec(kind, metadata.get("flag", field.name), default, metadata["help"], metadata.get("choices"))
+    return FlagSpec(kind, metadata.get("flag", field.name), default, metadata["help"], metadata.get("choices"),
+                    metadata.get("bounds"), metadata.get("role"), metadata.get("writes", ()), metadata.get("under"))
 
 
 def flag_specs(params_cls):

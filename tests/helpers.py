@@ -108,11 +108,14 @@ def tree_snapshot(*roots):
 
 
 def leftovers(root):
-    """Paths under `root` that only a failed or killed write leaves: staging directories (`.albert_tf`),
-    partial files and TF's `_temp` checkpoint directories."""
+    """Paths under `root` that only a failed or killed write leaves: staging directories (`.albert_tf`, but for
+    one holding only the manifest of a directory written whole), partial files and TF's `_temp` checkpoint
+    directories."""
     found = []
     for dirpath, dirnames, filenames in os.walk(str(root)):
         for name in dirnames + filenames:
+            if name == ".albert_tf" and os.listdir(os.path.join(dirpath, name)) == ["manifest.json"]:
+                continue
             if name == ".albert_tf" or ".partial-" in name or re.search(r"_temp(_[0-9a-f]+)?$", name):
                 found.append(os.path.join(dirpath, name))
     return found

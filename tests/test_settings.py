@@ -19,7 +19,8 @@ from tests.helpers import COLLECT_SCRIPT_FLAGS, REPO, subprocess_env
 # `train.runner.RuntimeParams`, whose TPU and runtime flags `cli.define_tpu_flags` / `define_runtime_flags` define.
 SCRIPT_PARAMS = {
     "run_pretraining.py": ["albert_tf.tasks.pretraining:PretrainingParams"],
-    "run_classifier.py": ["albert_tf.tasks.classification:ClassifierParams"],
+    "run_classifier.py": ["albert_tf.tasks.classification:ClassifierParams",
+                          "albert_tf.scripts.run_classifier:OwnData"],
     "run_squad.py": ["albert_tf.tasks.squad:SquadParams"],
     "run_race.py": ["albert_tf.tasks.race:RaceParams"],
     "export_model.py": ["albert_tf.tasks.export_request:ExportRequest"],
@@ -32,11 +33,9 @@ SCRIPT_PARAMS = {
 }
 
 # The flags each script defines by hand: no setting of its params.
-OWN_DATA = {"train_file", "dev_file", "test_file", "text_a_column", "text_b_column", "label_column", "guid_column",
-            "delimiter", "has_header", "label_list", "regression"}
 BY_HAND = {
     "run_pretraining.py": {"random_seed", "num_workers"},
-    "run_classifier.py": {"random_seed", "albert_hub_module_handle"} | OWN_DATA,
+    "run_classifier.py": {"random_seed", "albert_hub_module_handle"},
     "run_squad.py": {"random_seed", "albert_hub_module_handle", "vocab_file", "predict_feature_left_file",
                      "use_einsum"},
     "run_race.py": {"random_seed", "albert_hub_module_handle", "task_name"},

@@ -28,6 +28,7 @@ and its "##" continuations:
 """
 
 import dataclasses
+import glob
 import os
 import sys
 
@@ -37,7 +38,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from albert_tf import cli, fileio  # noqa: E402  pylint: disable=wrong-import-position
 from albert_tf.data import pretraining  # noqa: E402  pylint: disable=wrong-import-position
-from albert_tf.settings import setting  # noqa: E402  pylint: disable=wrong-import-position
+from albert_tf.settings import NON_NEGATIVE, POSITIVE, Range, setting  # noqa: E402  pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
 
@@ -48,26 +49,31 @@ class PretrainingDataRequest:
     flags are `PretrainingConfig`'s)."""
 
     # The original's.
-    input_file: str = setting(None, "Input raw text file, or comma-separated list of files / glob patterns.")
+    input_file: str = setting(None, "Input raw text file, or comma-separated list of files / glob patterns.",
+                              role="input_files")
     output_file: str = setting(None, "Output TF example file, or comma-separated list of files; instances are spread "
-                                     "over them round-robin.")
-    vocab_file: str = setting(None, "WordPiece vocabulary file (used when no --spm_model_file is given).")
-    spm_model_file: str = setting(None, "SentencePiece model file, e.g. data/30k-clean.model.")
+                                     "over them round-robin.", role="output_files")
+    vocab_file: str = setting(None, "WordPiece vocabulary file (used when no --spm_model_file is given).",
+                              role="input_file")
+    spm_model_file: str = setting(None, "SentencePiece model file, e.g. data/30k-clean.model.", role="input_file")
     do_lower_case: bool = setting(True, "Lower-case the input text (True for uncased models).")
     # Additions.
-    num_workers: int = setting(0, "Worker processes (0: one per CPU). Does not change the output.")
+    num_workers: int = setting(0, "Worker processes (0: one per CPU). Does not change the output.", bounds=NON_NEGATIVE)
     output_dir: str = setting(None, "Directory to write --num_output_shards TFRecord files into (instead of "
-                                    "--output_file).")
-    num_output_shards: int = setting(1, "Number of files written into --output_dir.")
+                                    "--output_file).", role="output_dir", writes=("pretraining-*-of-*.tfrecord",))
+    num_output_shards: int = setting(1, "Number of files written into --output_dir.", bounds=POSITIVE)
     shard_size_mb: float = setting(pretraining.DEFAULT_SHARD_SIZE_MB,
                                    "Input is processed in shards of about this many MB of text, cut at document "
                                    "boundaries. Bounds memory; random-document segments and shuffling stay within a "
-                                   "shard. Changes the output.")
-    progress_interval: float = setting(10.0, "Seconds between progress lines (0: none).")
+                                   "shard. Changes the output.", bounds=Range(0, low_open=True))
+    progress_interval: float = setting(10.0, "Seconds between progress lines (0: none).", bounds=NON_NEGATIVE)
     runner: str = setting(None, "Run as an Apache Beam pipeline on this Beam runner (DirectRunner: Beam's local "
                                 "Python runner; DataflowRunner, FlinkRunner, SparkRunner, PortableRunner); every flag "
                                 "this script does not define is then a Beam pipeline option. Default: the local "
                                 "process pool. docs/beam.md.")
+    overwrite: bool = setting(False, "Local runs: replace output files that exist already (refused otherwise, as "
+                                     "the Beam runner always refuses them). Shards of an earlier run with another "
+                                     "--num_output_shards are refused either way: a training glob would mix them in.")
     global_shuffle: bool = setting(True, "Spread every input shard's records over the whole output, as the "
                                          "original's in-memory shuffle does (local: the shards wait in temporary "
                                          "files, as much disk as the output; Beam: an extra shuffle of every record, "
@@ -91,10 +97,38 @@ def _output_files(request):
     if request.output_dir:
         if os.path.exists(request.output_dir) and not os.path.isdir(request.output_dir):
             raise fileio.OutputError(f"--output_dir {request.output_dir} is a file, not a directory")
-        return pretraining.output_shard_paths(request.output_dir, request.num_output_shards)
-    if not request.output_file:
+        paths = pretraining.output_shard_paths(request.output_dir, request.num_output_shards)
+    elif not request.output_file:
         raise cli.UsageError("--output_file (or --output_dir) is required")
-    return [p for p in request.output_file.split(",") if p]
+    else:
+        paths = [p for p in request.output_file.split(",") if p]
+    _refuse_existing(request, paths)
+    return paths
+
+
+def _refuse_existing(request, paths):
+    """Outputs that exist are replaced only with --overwrite; other shards of an earlier run in --output_dir never
+    (a training glob over the folder would read them with the new ones)."""
+    what = "--output_dir" if request.output_dir else "--output_file"
+    if request.output_dir and not fileio.is_remote(request.output_dir):
+        pattern = os.path.join(glob.escape(request.output_dir), "pretraining-*-of-*.tfrecord")
+        stale = sorted(set(glob.glob(pattern)) - {os.path.join(request.output_dir, os.path.basename(p))
+                                                  for p in paths})
+        if stale:
+            raise fileio.OutputError(
+                f"--output_dir {request.output_dir} holds {len(stale)} shard(s) of another run "
+                f"({os.path.basename(stale[0])}, ...) that a training glob would mix in; remove them or choose "
+                "another directory")
+    existing = [p for p in paths if (_remote_exists(p) if fileio.is_remote(p) else os.path.exists(p))]
+    if existing and not request.overwrite:
+        raise fileio.OutputError(f"{what}: {existing[0]} exists already ({len(existing)} of {len(paths)} outputs); "
+                                 "pass --overwrite to replace, or choose another name")
+
+
+def _remote_exists(path):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf.io.gfile.exists(path)
 
 
 class ProgressLog:
@@ -140,6 +174,9 @@ def _beam_main(request, config):
     except ImportError as err:
         raise cli.UsageError(f"--runner needs Apache Beam ({err}); install it with "
                              "`pip install --no-deps -r requirements-beam.txt` (docs/beam.md)") from None
+    if request.overwrite:
+        raise cli.UsageError("--overwrite is for the local runner: with --runner, existing outputs are always "
+                             "refused (remove them first)")
     prefix, suffix = _beam_outputs(request)
     logging.info("writing %s (%d files) with Beam's %s",
                  beam.output_names(prefix, request.num_output_shards, suffix)[0], request.num_output_shards,

@@ -28,7 +28,7 @@ from absl import flags, logging
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from albert_tf import cli  # noqa: E402  pylint: disable=wrong-import-position
-from albert_tf.settings import setting  # noqa: E402  pylint: disable=wrong-import-position
+from albert_tf.settings import NON_NEGATIVE, POSITIVE, setting  # noqa: E402  pylint: disable=wrong-import-position
 from albert_tf.text import vocab  # noqa: E402  pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -40,14 +40,16 @@ class VocabRequest:
     `vocab.SentencePieceOptions`')."""
 
     input_file: str = setting(None, "Input text files: comma-separated files or glob patterns (.gz/.bz2 too); one "
-                                    "sentence per line, blank lines between documents (skipped).")
+                                    "sentence per line, blank lines between documents (skipped).", role="input_files")
     model_prefix: str = setting(None, "Output prefix: writes <prefix>.model and <prefix>.vocab (SentencePiece) or "
-                                      "<prefix>.txt (WordPiece).")
+                                      "<prefix>.txt (WordPiece).",
+                                role="output_prefix", writes=(".model", ".vocab", ".txt"))
     input_sentence_size: int = setting(vocab.DEFAULT_INPUT_SENTENCE_SIZE, "Sentences sampled from the input "
-                                                                          "(uniformly, in one pass); bounds memory.")
+                                                                          "(uniformly, in one pass); bounds memory.",
+                                       bounds=POSITIVE)
     do_lower_case: bool = setting(True, "Lower-case the text (True for uncased models), as the tokenizer will.")
     random_seed: int = setting(vocab.DEFAULT_SEED, "Seed of the sentence sample and of SentencePiece.")
-    progress_interval: float = setting(10.0, "Seconds between progress lines (0: none).")
+    progress_interval: float = setting(10.0, "Seconds between progress lines (0: none).", bounds=NON_NEGATIVE)
 
 
 cli.define_flags(VocabRequest)

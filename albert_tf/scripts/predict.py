@@ -26,7 +26,7 @@ import sys
 from absl import flags, logging
 
 from albert_tf import cli
-from albert_tf.settings import setting
+from albert_tf.settings import POSITIVE, setting
 
 FLAGS = flags.FLAGS
 
@@ -36,17 +36,19 @@ class PredictRequest:
     """What one run reads, runs and writes: each field is this script's flag of the same name."""
 
     export_dir: str = setting(None, "The SavedModel: a model with text signatures (e.g. a classifier export), or a "
-                                    "preprocessing export (with --encoder_dir).")
-    encoder_dir: str = setting(None, "An encoder export to run on the ids of the preprocessing --export_dir.")
-    input_file: str = setting(None, "Text file: one example per line, or two tab-separated texts for pairs.")
-    output_file: str = setting("-", "Where to write the JSON lines ('-' = standard output).")
-    batch_size: int = setting(32, "Examples per batch.")
+                                    "preprocessing export (with --encoder_dir).", role="input_tree")
+    encoder_dir: str = setting(None, "An encoder export to run on the ids of the preprocessing --export_dir.",
+                               role="input_tree")
+    input_file: str = setting(None, "Text file: one example per line, or two tab-separated texts for pairs.",
+                              role="input_file")
+    output_file: str = setting("-", "Where to write the JSON lines ('-' = standard output).", role="output_file")
+    batch_size: int = setting(32, "Examples per batch.", bounds=POSITIVE)
     text_columns: list = setting(None, "Take these (0-based) tab-separated columns as the text(s), e.g. 0 or 3,4.")
     skip_header: bool = setting(False, "The first line is a header.")
     outputs: list = setting(None, "Outputs to write (default: all of a text model; pooled_output of an encoder; add "
                                   "sequence_output for token vectors).")
     request_json: str = setting(None, "Instead of a text file: a TF Serving REST :predict body (a file, or '-' for "
-                                      "standard input) to answer as the model server would.")
+                                      "standard input) to answer as the model server would.", role="input_file")
 
 
 cli.define_flags(PredictRequest)

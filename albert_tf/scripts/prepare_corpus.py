@@ -26,7 +26,7 @@ from albert_tf import cli, fileio
 from albert_tf.data import corpus
 from albert_tf.data.corpus import readers, sentences, writer
 from albert_tf.data.pretraining.shards import expand_input_patterns
-from albert_tf.settings import setting
+from albert_tf.settings import NON_NEGATIVE, POSITIVE, setting
 
 FLAGS = flags.FLAGS
 
@@ -37,24 +37,24 @@ class CorpusRequest:
     `corpus.CleaningOptions`')."""
 
     input_file: str = setting(None, "Input files: comma-separated paths or glob patterns (text or JSON Lines, "
-                                    "optionally .gz or .bz2).")
+                                    "optionally .gz or .bz2).", role="input_files")
     output_file: str = setting(None, "Output file; with several shards the prefix of `<prefix>-0000i-of-0000N.txt` "
-                                     "(a trailing .txt is dropped from the prefix).")
+                                     "(a trailing .txt is dropped from the prefix).", role="output_file")
     input_format: str = setting("auto", "Input format; auto: by extension (.txt text; .jsonl, .json jsonl; after "
                                         ".gz/.bz2), else jsonl when a file starts with '{', else text.",
                                 choices=("auto", *readers.FORMATS))
     text_field: str = setting("text", "The JSON Lines field holding a document's text.")
     document_per_file: bool = setting(False, "Text files: each file is one document (blank lines separate its "
                                              "paragraphs) instead of blank lines separating documents.")
-    num_output_shards: int = setting(1, "Number of output files; documents go round-robin.")
+    num_output_shards: int = setting(1, "Number of output files; documents go round-robin.", bounds=POSITIVE)
     shard_size_mb: float = setting(0.0, "Instead of --num_output_shards: start a new shard after this many MB "
-                                        "(0: off).")
+                                        "(0: off).", bounds=NON_NEGATIVE)
     sentence_splitter: str = setting("blingfire", "Sentence splitter behind the CJK rule: blingfire (fast; x86-64 "
                                                   "only) or pysbd (pure Python, about 100 times slower; `pip install "
                                                   "pysbd`), see docs/corpus.md.", choices=sentences.SPLITTERS)
     num_workers: int = setting(1, "Processes splitting sentences while the main one reads and cleans (0: one per "
-                                  "CPU). Does not change the output.")
-    progress_interval: float = setting(10.0, "Seconds between progress lines (0: none).")
+                                  "CPU). Does not change the output.", bounds=NON_NEGATIVE)
+    progress_interval: float = setting(10.0, "Seconds between progress lines (0: none).", bounds=NON_NEGATIVE)
 
 
 cli.define_flags(CorpusRequest)
@@ -117,10 +117,6 @@ def main(argv):
         raise cli.UsageError("--input_file is required")
     if not request.output_file:
         raise cli.UsageError("--output_file is required")
-    if request.num_output_shards < 1:
-        raise cli.UsageError("--num_output_shards must be at least 1")
-    if request.shard_size_mb < 0 or cleaning.min_document_chars < 0 or request.num_workers < 0:
-        raise cli.UsageError("--shard_size_mb, --min_document_chars and --num_workers must not be negative")
     if request.shard_size_mb and FLAGS["num_output_shards"].present:
         raise cli.UsageError("give --num_output_shards or --shard_size_mb, not both")
     if not request.text_field:
@@ -137,8 +133,6 @@ def main(argv):
             sentence_splitter=request.sentence_splitter, num_workers=request.num_workers or os.cpu_count() or 1)
     for line in stats.summary().splitlines():
         logging.info("%s", line)
-    if stats.documents_written == 0:
-        logging.warning("no document was written (all empty, short or duplicate?)")
     _warn_stale_shards(request, stats.outputs)
     return 0
 

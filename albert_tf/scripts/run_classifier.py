@@ -22,28 +22,39 @@ SavedModel for TF Serving, and with --export_huggingface_dir a folder transforme
 AutoModelForSequenceClassification and AutoTokenizer open (label names included).
 """
 
+import dataclasses
 import math
 
 from absl import flags
 
 from albert_tf import cli
+from albert_tf.settings import setting
 from albert_tf.tasks.classification import ClassifierParams, run_classifier
+
+
+@dataclasses.dataclass
+class OwnData:
+    """Your own CSV/TSV files instead of a GLUE task: each field is this script's flag of the same name."""
+
+    train_file: str = setting(None, "Your own data: the training file (CSV/TSV).", role="input_file",
+                              under="data_dir")
+    dev_file: str = setting(None, "Your own data: the dev file.", role="input_file", under="data_dir")
+    test_file: str = setting(None, "Your own data: the test file (no label column needed).", role="input_file",
+                             under="data_dir")
+    text_a_column: str = setting("0", "Your own data: column of the (first) text: 0-based position or header name.")
+    text_b_column: str = setting(None, "Your own data: column of the second text of a pair.")
+    label_column: str = setting("1", "Your own data: column of the label.")
+    guid_column: str = setting(None, "Your own data: column of an example id (the index in submit_results.tsv).")
+    delimiter: str = setting("tab", "Your own data: field separator: tab, comma, or one character.")
+    has_header: bool = setting(True, "Your own data: whether the files' first row is a header.")
+    label_list: list = setting(None, "Your own data: the labels in index order (default: sorted labels of the train "
+                                     "file).")
+    regression: bool = setting(False, "Your own data: the label is a number (one output, squared-error loss).")
+
 
 cli.define_flags(ClassifierParams, exclude=cli.runtime_settings())
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation and of the input order.")
-# Your own data.
-flags.DEFINE_string("train_file", None, "Your own data: the training file (CSV/TSV).")
-flags.DEFINE_string("dev_file", None, "Your own data: the dev file.")
-flags.DEFINE_string("test_file", None, "Your own data: the test file (no label column needed).")
-flags.DEFINE_string("text_a_column", "0", "Your own data: column of the (first) text: 0-based position or header name.")
-flags.DEFINE_string("text_b_column", None, "Your own data: column of the second text of a pair.")
-flags.DEFINE_string("label_column", "1", "Your own data: column of the label.")
-flags.DEFINE_string("guid_column", None, "Your own data: column of an example id (the index in submit_results.tsv).")
-flags.DEFINE_string("delimiter", "tab", "Your own data: field separator: tab, comma, or one character.")
-flags.DEFINE_bool("has_header", True, "Your own data: whether the files' first row is a header.")
-flags.DEFINE_list("label_list", None, "Your own data: the labels in index order (default: sorted labels of the train "
-                                      "file).")
-flags.DEFINE_bool("regression", False, "Your own data: the label is a number (one output, squared-error loss).")
+cli.define_flags(OwnData)
 cli.define_hub_module_flag()
 cli.define_tpu_flags()
 cli.define_runtime_flags()
@@ -63,7 +74,11 @@ def _processor():
     if not FLAGS.data_dir:
         raise cli.UsageError("--data_dir is required for a GLUE task (or give your own --train_file/--dev_file/"
                              "--test_file)")
-    return glue.get_processor(FLAGS.task_name)
+    try:
+        return glue.get_processor(FLAGS.task_name)
+    except glue.UnknownTaskError as err:
+        raise cli.UsageError(f"--task_name={FLAGS.task_name}: {err} (or give your own --train_file/--dev_file/"
+                             "--test_file)") from None
 
 
 def main(argv):
@@ -81,8 +96,9 @@ def main(argv):
     threshold = FLAGS.threshold_to_export
     if threshold is not None and math.isnan(threshold):
         threshold = None  # the original's default: no threshold
-    params = cli.params_from_flags(ClassifierParams, albert_config=AlbertConfig.from_json_file(FLAGS.albert_config_file),
-                                   processor=_processor(), init_checkpoint=cli.init_checkpoint(),
+    config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    params = cli.params_from_flags(ClassifierParams, albert_config=config, processor=_processor(),
+                                   init_checkpoint=cli.init_checkpoint(),
                                    threshold_to_export=threshold)
     outcome = run_classifier(params)
 

@@ -35,16 +35,17 @@ from albert_tf.evaluation import glue as glue_metrics
 from albert_tf.model import AlbertClassifier, dummy_inputs
 from albert_tf.model.encoder import as_config
 from albert_tf.serving.classifier import export_classifier
-from albert_tf.settings import setting
+from albert_tf.settings import NON_NEGATIVE, POSITIVE, Range, setting
 from albert_tf.tasks.base import TaskBase
 from albert_tf.text.preprocessor import AlbertTextPreprocessor
 from albert_tf.train import distribution, runner
 from albert_tf.train.ordered_prediction import predict_in_order
-from albert_tf.train.runner import RuntimeParams, Schedule
+from albert_tf.train.runner import RUN_WRITES, RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
 from albert_tf.train.text_inputs import TextInputs
 
 TASK_JSON = "task.json"
+CLASSIFIER_WRITES = RUN_WRITES + (TASK_JSON, "test_results.tsv", "submit_results.tsv")
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -66,55 +67,62 @@ class ClassifierParams(RuntimeParams):
     """
 
     albert_config: AlbertConfig = setting(help_text="The albert_config.json of the model (its architecture).",
-                                          flag="albert_config_file", kind="string", flag_default=None)
-    output_dir: str = setting(help_text="Where checkpoints, results and predictions are written.", flag_default=None)
+                                          flag="albert_config_file", kind="string", flag_default=None,
+                                          role="input_file")
+    output_dir: str = setting(help_text="Where checkpoints, results and predictions are written.", flag_default=None,
+                              role="output_dir", writes=CLASSIFIER_WRITES, trains=False)
     task_name: str = setting(None, "The task: cola, mnli, mismnli, mrpc, qnli, qqp, rte, sst-2, sts-b, wnli; or any "
                                    "name for your own files (default 'custom').")
     data_dir: str = setting(None, "The input data dir: the GLUE folder holding the task's folder (e.g. SST-2/), or "
                                   "the task's folder itself. With --train_file etc., relative paths are looked up "
-                                  "here.")
+                                  "here.", role="input_dir")
     processor: glue.DataProcessor = None
-    spm_model_file: str = setting(None, "The SentencePiece model (30k-clean.model).")
+    spm_model_file: str = setting(None, "The SentencePiece model (30k-clean.model).", role="input_file")
     vocab_file: str = setting(None, "The WordPiece vocabulary (used when no --spm_model_file is given, e.g. the "
-                                    "Chinese models).")
+                                    "Chinese models).", role="input_file")
     cached_dir: str = setting(None, "Where the feature TFRecords are cached (default: --output_dir). Files are keyed "
                                     "by task, split, sequence length, data and tokenizer, so a stale cache is never "
-                                    "reused.")
+                                    "reused.", role="output_dir", writes=("*.tf_record",), trains=False)
     init_checkpoint: str = setting(None, "Initial weights: an original TF1, Hugging Face, keras-hub or albert_tf "
-                                         "checkpoint (usually a pretrained model).")
+                                         "checkpoint (usually a pretrained model).", role="input_checkpoint")
     do_lower_case: bool = setting(True, "Lowercase the input text (True for the uncased English models).")
     max_seq_length: int = setting(512, "The maximum total input sequence length after tokenization; longer "
-                                       "sequences are truncated.")
+                                       "sequences are truncated.", bounds=Range(3))
     do_train: bool = setting(False, "Whether to run training.")
-    do_eval: bool = setting(False, "Whether to evaluate the checkpoints on the dev set.")
-    do_predict: bool = setting(False, "Whether to predict the test set.")
-    train_batch_size: int = setting(32, "Total (global) batch size for training.")
-    eval_batch_size: int = setting(8, "Total batch size for eval.")
-    predict_batch_size: int = setting(8, "Total batch size for predict.")
-    learning_rate: float = setting(5e-5, "The initial learning rate.")
-    train_step: int = setting(1000, "Total number of training steps.")
-    warmup_step: int = setting(0, "Number of steps of linear learning-rate warmup.")
-    save_checkpoints_steps: int = setting(1000, "How often to save (and, with --do_eval, evaluate) a checkpoint.")
+    do_eval: bool = setting(False, "Whether to evaluate the checkpoints on the dev set.", trains=False)
+    do_predict: bool = setting(False, "Whether to predict the test set.", trains=False)
+    train_batch_size: int = setting(32, "Total (global) batch size for training.", bounds=POSITIVE)
+    eval_batch_size: int = setting(8, "Total batch size for eval.", bounds=POSITIVE, trains=False)
+    predict_batch_size: int = setting(8, "Total batch size for predict.", bounds=POSITIVE, trains=False)
+    learning_rate: float = setting(5e-5, "The initial learning rate.", bounds=Range(0, low_open=True))
+    train_step: int = setting(1000, "Total number of training steps.", bounds=NON_NEGATIVE)
+    warmup_step: int = setting(0, "Number of steps of linear learning-rate warmup.", bounds=NON_NEGATIVE)
+    save_checkpoints_steps: int = setting(1000, "How often to save (and, with --do_eval, evaluate) a checkpoint.",
+                                          bounds=POSITIVE, trains=False)
     keep_checkpoint_max: int = setting(5, "How many checkpoints to keep (0: all). The best one is kept apart in "
-                                          "best_checkpoint/.")
-    iterations_per_loop: int = setting(1000, "Steps run per call into the device (Keras steps_per_execution).")
+                                          "best_checkpoint/.", bounds=NON_NEGATIVE, trains=False)
+    iterations_per_loop: int = setting(1000, "Steps run per call into the device (Keras steps_per_execution).",
+                                       bounds=POSITIVE, trains=False)
     optimizer: str = setting("adamw", "The optimizer.", choices=("adamw", "lamb"))
     dropout_prob: float = setting(0.1, "Dropout rate on the pooled output before the classifier (the original "
-                                       "hard-codes 0.1).")
+                                       "hard-codes 0.1).", bounds=Range(0, 1, high_open=True))
     dynamic_padding: bool = setting(True, "Pad each batch to its longest example (else to --max_seq_length): same "
-                                          "predictions, less work. TPUs always pad to --max_seq_length.")
+                                          "predictions, less work. TPUs always pad to --max_seq_length.", trains=False)
     length_bucketing: bool = setting(False, "With --dynamic_padding, put training examples of similar length in the "
                                             "same batch (faster; changes which examples share a batch, where the "
                                             "original draws batches in shuffled order).")
-    export_dir: str = setting(None, "Where to write the SavedModel (signatures on ids, tf.Examples and text).")
+    export_dir: str = setting(None, "Where to write the SavedModel (signatures on ids, tf.Examples and text).",
+                              role="output_dir", trains=False)
     export_huggingface_dir: str = setting(None, "Where to write, after the run, the Hugging Face folder of the "
                                                 "final weights (AlbertForSequenceClassification with the label "
-                                                "names, config and tokenizer); an earlier export there is replaced.")
+                                                "names, config and tokenizer); an earlier export there is replaced.",
+                                          role="output_tree", trains=False)
     # The flag's default is the original's NaN, which the script reads as None (no threshold).
     threshold_to_export: float = setting(None, "A classification threshold to serve with the exported model (output "
-                                               "'threshold').", flag_default=float("nan"))
+                                               "'threshold').", flag_default=float("nan"), trains=False)
     best_metric: str = setting(None, "Result that picks the best checkpoint (default: the task's: eval_accuracy; f1 "
-                                     "for mrpc/qqp; matthew_corr for cola; pearson for sts-b and regression).")
+                                     "for mrpc/qqp; matthew_corr for cola; pearson for sts-b and regression).",
+                               trains=False)
 
 
 def build_classifier(config, num_labels, dropout_prob=0.1, preprocessor=None):

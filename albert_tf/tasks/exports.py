@@ -148,6 +148,9 @@ def export(export_type, export_dir, log=print, **options):
     if export_type not in EXPORT_TYPES:
         raise UsageError(f"unknown export type {export_type!r}; known: {', '.join(EXPORT_TYPES)}")
     request = ExportRequest(export_type, export_dir, **options)
+    if request.label_list and request.num_labels > 1 and len(request.label_list) != request.num_labels:
+        raise UsageError(f"--label_list has {len(request.label_list)} labels, --num_labels={request.num_labels}: "
+                         "give one label per output")
     check_export_dir(export_dir, request.overwrite)
     fileio.refuse_inputs_as_outputs([("--export_dir", export_dir, True)], request.inputs())
     if request.quantize in ("none", ""):

@@ -15,17 +15,19 @@ import dataclasses
 import logging
 
 import keras
+import numpy as np
+import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.data import masking, records
 from albert_tf.errors import DataError, UsageError
 from albert_tf.model import AlbertForPretraining, dummy_inputs, set_heads_only
 from albert_tf.serving.encoder import export_encoder
-from albert_tf.settings import setting
+from albert_tf.settings import NON_NEGATIVE, POSITIVE, PROBABILITY, Range, setting
 from albert_tf.tasks.base import TaskBase, check_vocab_size
 from albert_tf.text.tokenization import FullTokenizer, TokenizerError
 from albert_tf.train import runner
-from albert_tf.train.runner import RuntimeParams, Schedule
+from albert_tf.train.runner import RUN_WRITES, RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
 
 
@@ -45,47 +47,51 @@ class PretrainingParams(RuntimeParams):
     default (the original's, plus this project's), with its help text."""
 
     albert_config: AlbertConfig = setting(help_text="The albert_config.json of the model to train.",
-                                          flag="albert_config_file", kind="string", flag_default=None)
+                                          flag="albert_config_file", kind="string", flag_default=None,
+                                          role="input_file")
     input_file: str = setting(help_text="Input TFRecord files: comma-separated globs. Without it: the demo.",
-                              flag_default=None)
+                              flag_default=None, role="input_files")
     output_dir: str = setting(help_text="Where checkpoints, summaries and eval_results.txt are written.",
-                              flag_default=None)
-    eval_input_file: str = setting(None, "TFRecords to evaluate on (default: --input_file, as the original).")
+                              flag_default=None, role="output_dir", writes=RUN_WRITES)
+    eval_input_file: str = setting(None, "TFRecords to evaluate on (default: --input_file, as the original).",
+                                   role="input_files")
     init_checkpoint: str = setting(None, "Initial weights: an original TF1, Hugging Face, keras-hub or albert_tf "
-                                         "checkpoint.")
-    max_seq_length: int = setting(512, "Sequence length of the records.")
-    max_predictions_per_seq: int = setting(20, "Masked positions per sequence in the records.")
+                                         "checkpoint.", role="input_checkpoint")
+    max_seq_length: int = setting(512, "Sequence length of the records.", bounds=Range(2))
+    max_predictions_per_seq: int = setting(20, "Masked positions per sequence in the records.", bounds=POSITIVE)
     do_train: bool = setting(True, "Whether to run training.")
     do_eval: bool = setting(False, "Whether to run eval on the eval input.")
-    train_batch_size: int = setting(4096, "Global batch size for training.")
-    eval_batch_size: int = setting(64, "Global batch size for eval.")
+    train_batch_size: int = setting(4096, "Global batch size for training.", bounds=POSITIVE)
+    eval_batch_size: int = setting(64, "Global batch size for eval.", bounds=POSITIVE)
     optimizer: str = setting("lamb", "The optimizer for training.", choices=("adamw", "lamb"))
-    learning_rate: float = setting(0.00176, "The initial learning rate.")
+    learning_rate: float = setting(0.00176, "The initial learning rate.", bounds=Range(0, low_open=True))
     poly_power: float = setting(1.0, "The power of the polynomial decay.")
-    num_train_steps: int = setting(125000, "Number of training steps.")
-    num_warmup_steps: int = setting(3125, "Number of warmup steps.")
+    num_train_steps: int = setting(125000, "Number of training steps.", bounds=NON_NEGATIVE)
+    num_warmup_steps: int = setting(3125, "Number of warmup steps.", bounds=NON_NEGATIVE)
     start_warmup_step: int = setting(0, "The step at which warmup starts.")
-    save_checkpoints_steps: int = setting(5000, "How often to save a checkpoint.")
-    keep_checkpoint_max: int = setting(5, "How many checkpoints to keep.")
-    iterations_per_loop: int = setting(1000, "Steps run per call into the device (Keras steps_per_execution).")
-    max_eval_steps: int = setting(100, "Maximum number of eval steps.")
+    save_checkpoints_steps: int = setting(5000, "How often to save a checkpoint.", bounds=POSITIVE)
+    keep_checkpoint_max: int = setting(5, "How many checkpoints to keep.", bounds=NON_NEGATIVE)
+    iterations_per_loop: int = setting(1000, "Steps run per call into the device (Keras steps_per_execution).",
+                                       bounds=POSITIVE)
+    max_eval_steps: int = setting(100, "Maximum number of eval steps.", bounds=NON_NEGATIVE)
     init_from_group0: bool = setting(False, "Initialise every group from group_0 of --init_checkpoint.")
     masked_lm_budget: float = setting(
         0.0, "Online masking: with a value in (0, 1], the records' stored masks are ignored and new n-gram masks "
              "are drawn in the input pipeline on every pass, masking this fraction of each sequence's tokens (as "
              "create_pretraining_data's --masked_lm_prob; at most --max_predictions_per_seq). Needs "
-             "--spm_model_file or --vocab_file. 0: the stored masks. Evaluation always uses the stored masks.")
+             "--spm_model_file or --vocab_file. 0: the stored masks. Evaluation always uses the stored masks.",
+                                      bounds=PROBABILITY)
     # Online masking only, with create_pretraining_data.py's names and defaults.
-    ngram: int = setting(3, "Online masking: maximum n-gram length (in words) to mask.")
+    ngram: int = setting(3, "Online masking: maximum n-gram length (in words) to mask.", bounds=POSITIVE)
     favor_shorter_ngram: bool = setting(True, "Online masking: p(n) proportional to 1/n (else reversed).")
     do_whole_word_mask: bool = setting(True, "Online masking: mask whole words (from the records' token_boundary) "
                                              "rather than single pieces.")
     export_dir: str = setting(None, "Where to write the SavedModel at the end, as <export_dir>/<global_step>/ "
-                                    "(default after training: <output_dir>/saved_model).")
+                                    "(default after training: <output_dir>/saved_model).", role="output_dir")
     spm_model_file: str = setting(None, "SentencePiece model, attached to the export (tokenization_info); online "
-                                        "masking takes its [MASK] id and vocabulary.")
+                                        "masking takes its [MASK] id and vocabulary.", role="input_file")
     vocab_file: str = setting(None, "WordPiece vocabulary, attached to the export (and used by online masking) "
-                                    "when no spm model.")
+                                    "when no spm model.", role="input_file")
     do_lower_case: bool = setting(True, "Recorded in the export's tokenization_info.")
 
 
@@ -180,12 +186,27 @@ class PretrainingTask(TaskBase):
                 context.get_per_replica_batch_size(params.eval_batch_size), is_training=False, input_context=context)
 
         dataset = strategy.distribute_datasets_from_function(eval_fn)
-        results = model.evaluate(dataset, steps=params.max_eval_steps, return_dict=True, verbose=0)
+        results = model.evaluate(dataset, steps=eval_steps(params), return_dict=True, verbose=0)
         return {k: float(v) for k, v in results.items()}
 
     def export(self, model, params, export_dir):
         return export_encoder(model, export_dir, tokenizer_file=self.tokenizer_file(params),
                               do_lower_case=params.do_lower_case)
+
+
+def eval_steps(params):
+    """How many batches the eval reads: `max_eval_steps` (0: no limit), fewer when the eval records hold fewer
+    full batches (one pass, as the original's eval input). Keras gets the exact count because it warns that the
+    input "ran out of data" whenever it reaches the end of a dataset of unknown length."""
+    files = records.expand_file_patterns(params.eval_input_file or params.input_file)
+    dataset = tf.data.TFRecordDataset(files)
+    if params.max_eval_steps:
+        dataset = dataset.take(params.max_eval_steps * params.eval_batch_size)
+    count = int(dataset.reduce(np.int64(0), lambda n, _: n + 1))
+    if count < params.eval_batch_size:
+        raise DataError(f"the eval records ({', '.join(files[:3])}{', ...' if len(files) > 3 else ''}) hold {count} "
+                        f"record(s), fewer than one batch of --eval_batch_size={params.eval_batch_size}")
+    return count // params.eval_batch_size
 
 
 def run_pretraining(params):

@@ -23,14 +23,15 @@ from albert_tf.errors import DataError, UsageError
 from albert_tf.evaluation import race as race_metrics
 from albert_tf.model import AlbertForMultipleChoice
 from albert_tf.serving.race import export_race_model
-from albert_tf.settings import setting
+from albert_tf.settings import NON_NEGATIVE, POSITIVE, Range, setting
 from albert_tf.tasks.base import TaskBase
 from albert_tf.train import runner
 from albert_tf.train.ordered_prediction import predict_in_order
-from albert_tf.train.runner import RuntimeParams, Schedule
+from albert_tf.train.runner import RUN_WRITES, RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
+RACE_WRITES = RUN_WRITES + ("eval_predictions.*", "test_predictions.*", "predict_results.txt")
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -44,41 +45,46 @@ class RaceParams(RuntimeParams):
     original's), with its help text."""
 
     albert_config: AlbertConfig = setting(help_text="The albert_config.json of the pre-trained model.",
-                                          flag="albert_config_file", kind="string", flag_default=None)
+                                          flag="albert_config_file", kind="string", flag_default=None,
+                                          role="input_file")
     data_dir: str = setting(help_text="Directory holding RACE/{train,dev,test}/{middle,high}/*.txt. Without it: the "
-                                      "demo.", flag_default=None)
-    output_dir: str = setting(help_text="Where checkpoints, results and predictions are written.", flag_default=None)
-    spm_model_file: str = setting(None, "The SentencePiece model of the pre-trained model.")
-    vocab_file: str = setting(None, "WordPiece vocabulary (models without a SentencePiece model).")
+                                      "demo.", flag_default=None, role="input_dir")
+    output_dir: str = setting(help_text="Where checkpoints, results and predictions are written.", flag_default=None,
+                              role="output_dir", writes=RACE_WRITES, trains=False)
+    spm_model_file: str = setting(None, "The SentencePiece model of the pre-trained model.", role="input_file")
+    vocab_file: str = setting(None, "WordPiece vocabulary (models without a SentencePiece model).", role="input_file")
     init_checkpoint: str = setting(None, "Initial weights: an original TF1, Hugging Face, keras-hub or albert_tf "
-                                         "checkpoint.")
+                                         "checkpoint.", role="input_checkpoint")
     do_lower_case: bool = setting(True, "Lowercase the input text (True for the uncased English models).")
-    dropout_prob: float = setting(0.1, "Dropout probability before the output layer.")
+    dropout_prob: float = setting(0.1, "Dropout probability before the output layer.",
+                                  bounds=Range(0, 1, high_open=True))
     max_seq_length: int = setting(512, "Tokens per (article, question + option) sequence, padded or truncated to "
-                                       "this length.")
-    max_qa_length: int = setting(128, "Question + option tokens kept (the last ones).")
-    num_keep_checkpoint: int = setting(5, "Maximum number of checkpoints kept.")
+                                       "this length.", bounds=Range(3))
+    max_qa_length: int = setting(128, "Question + option tokens kept (the last ones).", bounds=POSITIVE)
+    num_keep_checkpoint: int = setting(5, "Maximum number of checkpoints kept.", bounds=NON_NEGATIVE, trains=False)
     high_only: bool = setting(False, "Use only the high school questions.")
     middle_only: bool = setting(False, "Use only the middle school questions.")
     do_train: bool = setting(True, "Whether to run training.")
-    do_eval: bool = setting(True, "Whether to evaluate on the dev set.")
-    do_predict: bool = setting(False, "Whether to predict on the test set.")
+    do_eval: bool = setting(True, "Whether to evaluate on the dev set.", trains=False)
+    do_predict: bool = setting(False, "Whether to predict on the test set.", trains=False)
     train_file: str = setting(None, "TFRecord cache of the training features (built if absent or stale; default "
-                                    "<output_dir>/train.tf_record).")
-    eval_file: str = setting(None, "TFRecord cache of the dev features (default <output_dir>/eval.tf_record).")
+                                    "<output_dir>/train.tf_record).", role="output_file")
+    eval_file: str = setting(None, "TFRecord cache of the dev features (default <output_dir>/eval.tf_record).",
+                             role="output_file", trains=False)
     predict_file: str = setting(None, "TFRecord cache of the test features (default "
-                                      "<output_dir>/predict.tf_record).")
-    train_batch_size: int = setting(32, "Global batch size for training.")
-    eval_batch_size: int = setting(8, "Global batch size for eval.")
-    predict_batch_size: int = setting(8, "Global batch size for predict.")
-    learning_rate: float = setting(1e-5, "The initial learning rate.")
-    train_step: int = setting(12000, "Total number of training steps.")
-    warmup_step: int = setting(1000, "Steps of linear learning-rate warmup.")
-    save_checkpoints_steps: int = setting(100, "How often to save a checkpoint.")
-    iterations_per_loop: int = setting(1000, "Steps run per call into the device (Keras steps_per_execution).")
+                                      "<output_dir>/predict.tf_record).", role="output_file", trains=False)
+    train_batch_size: int = setting(32, "Global batch size for training.", bounds=POSITIVE)
+    eval_batch_size: int = setting(8, "Global batch size for eval.", bounds=POSITIVE, trains=False)
+    predict_batch_size: int = setting(8, "Global batch size for predict.", bounds=POSITIVE, trains=False)
+    learning_rate: float = setting(1e-5, "The initial learning rate.", bounds=Range(0, low_open=True))
+    train_step: int = setting(12000, "Total number of training steps.", bounds=NON_NEGATIVE)
+    warmup_step: int = setting(1000, "Steps of linear learning-rate warmup.", bounds=NON_NEGATIVE)
+    save_checkpoints_steps: int = setting(100, "How often to save a checkpoint.", bounds=POSITIVE, trains=False)
+    iterations_per_loop: int = setting(1000, "Steps run per call into the device (Keras steps_per_execution).",
+                                       bounds=POSITIVE, trains=False)
     optimizer: str = setting("adamw", "The optimizer (the original uses adamw for RACE).", choices=("adamw", "lamb"))
     export_dir: str = setting(None, "Where to write the SavedModel, as <export_dir>/<global_step>/ (default after "
-                                    "training: <output_dir>/saved_model).")
+                                    "training: <output_dir>/saved_model).", role="output_dir", trains=False)
 
 
 def build_model(config, dropout_prob=0.1):

@@ -36,17 +36,18 @@ from albert_tf.evaluation import squad_postprocessing as post
 from albert_tf.model import AlbertForSquad, dummy_inputs
 from albert_tf.model.squad import NEG_INF
 from albert_tf.serving.squad import export_squad_model
-from albert_tf.settings import setting
+from albert_tf.settings import NON_NEGATIVE, POSITIVE, PROBABILITY, Range, setting
 from albert_tf.tasks.base import TaskBase, check_vocab_size
 from albert_tf.text.tokenization import FullTokenizer
 from albert_tf.train import distribution, runner
 from albert_tf.train.ordered_prediction import predict_in_order
-from albert_tf.train.runner import RuntimeParams, Schedule
+from albert_tf.train.runner import RUN_WRITES, RuntimeParams, Schedule
 from albert_tf.train.steps import TrainStep
 
 TASK_JSON = "task.json"  # the head, for the converter (`python -m albert_tf.convert` of a checkpoint here)
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids", "p_mask")
+SQUAD_WRITES = RUN_WRITES + (TASK_JSON, "predictions.json", "nbest_predictions.json", "null_odds.json")
 PER_POSITION = ("start_logits", "end_logits", "start_log_probs")
 
 
@@ -61,51 +62,64 @@ class SquadParams(RuntimeParams):
     original's), with its help text."""
 
     albert_config: AlbertConfig = setting(help_text="The albert_config.json of the pre-trained model.",
-                                          flag="albert_config_file", kind="string", flag_default=None)
+                                          flag="albert_config_file", kind="string", flag_default=None,
+                                          role="input_file")
     spm_model_file: str = setting(help_text="The SentencePiece model the model was trained with (30k-clean.model).",
-                                  flag_default=None)
+                                  flag_default=None, role="input_file")
     output_dir: str = setting(help_text="Where checkpoints, predictions and eval_results.txt are written.",
-                              flag_default=None)
+                              flag_default=None, role="output_dir", writes=SQUAD_WRITES, trains=False)
     version_2_with_negative: bool = setting(False, "SQuAD 2.0: questions may have no answer (the v2 head).")
-    train_file: str = setting(None, "SQuAD JSON for training, e.g. train-v1.1.json (a .zip holding it works).")
-    predict_file: str = setting(None, "SQuAD JSON to predict, e.g. dev-v1.1.json; scored when it has answers.")
+    train_file: str = setting(None, "SQuAD JSON for training, e.g. train-v1.1.json (a .zip holding it works).",
+                              role="input_file")
+    predict_file: str = setting(None, "SQuAD JSON to predict, e.g. dev-v1.1.json; scored when it has answers.",
+                                role="input_file", trains=False)
     train_feature_file: str = setting(None, "Training feature cache (TFRecord); written if missing or stale, else "
-                                            "read. Default: <output_dir>/train.tf_record.")
+                                            "read. Default: <output_dir>/train.tf_record.", role="output_file")
     predict_feature_file: str = setting(None, "Prediction feature cache (TFRecord), as --train_feature_file. "
-                                              "Default: <output_dir>/predict.tf_record.")
+                                              "Default: <output_dir>/predict.tf_record.",
+                                        role="output_file", trains=False)
     init_checkpoint: str = setting(None, "Initial weights: an original TF1, Hugging Face, keras-hub or albert_tf "
-                                         "checkpoint (pre-trained, or fine-tuned for --do_predict alone).")
+                                         "checkpoint (pre-trained, or fine-tuned for --do_predict alone).",
+                                   role="input_checkpoint")
     do_lower_case: bool = setting(True, "Lowercase the input (True for the released uncased models).")
-    max_seq_length: int = setting(384, "Length of each window: [CLS] question [SEP] context [SEP] + padding.")
-    doc_stride: int = setting(128, "Context pieces between the starts of consecutive windows.")
-    max_query_length: int = setting(64, "Questions longer than this many pieces keep their first pieces.")
+    max_seq_length: int = setting(384, "Length of each window: [CLS] question [SEP] context [SEP] + padding.",
+                                  bounds=Range(3))
+    doc_stride: int = setting(128, "Context pieces between the starts of consecutive windows.", bounds=POSITIVE)
+    max_query_length: int = setting(64, "Questions longer than this many pieces keep their first pieces.",
+                                    bounds=POSITIVE)
     do_train: bool = setting(False, "Whether to fine-tune on --train_file.")
-    do_predict: bool = setting(False, "Whether to predict (and score) --predict_file.")
-    train_batch_size: int = setting(32, "Global batch size for training.")
-    predict_batch_size: int = setting(8, "Batch size for predictions.")
-    learning_rate: float = setting(5e-5, "The initial learning rate (AdamW, as the original).")
+    do_predict: bool = setting(False, "Whether to predict (and score) --predict_file.", trains=False)
+    train_batch_size: int = setting(32, "Global batch size for training.", bounds=POSITIVE)
+    predict_batch_size: int = setting(8, "Batch size for predictions.", bounds=POSITIVE, trains=False)
+    learning_rate: float = setting(5e-5, "The initial learning rate (AdamW, as the original).",
+                                   bounds=Range(0, low_open=True))
     num_train_epochs: float = setting(3.0, "Epochs over the training questions (steps = questions / batch x epochs, "
-                                           "as the original).")
-    warmup_proportion: float = setting(0.1, "Proportion of the steps with linear learning-rate warmup.")
-    save_checkpoints_steps: int = setting(1000, "How often to save a checkpoint.")
-    keep_checkpoint_max: int = setting(5, "How many checkpoints to keep.")
-    iterations_per_loop: int = setting(1000, "Steps per call into the device (Keras steps_per_execution).")
-    n_best_size: int = setting(20, "Candidates per window (v1.1) and length of the n-best lists.")
-    max_answer_length: int = setting(30, "Longest answer, in pieces.")
-    start_n_top: int = setting(5, "v2.0: beam size for the start positions.")
-    end_n_top: int = setting(5, "v2.0: beam size for the end positions.")
-    dropout_prob: float = setting(0.1, "v2.0: dropout of the answerability layer.")
+                                           "as the original).", bounds=NON_NEGATIVE)
+    warmup_proportion: float = setting(0.1, "Proportion of the steps with linear learning-rate warmup.",
+                                       bounds=PROBABILITY)
+    save_checkpoints_steps: int = setting(1000, "How often to save a checkpoint.", bounds=POSITIVE, trains=False)
+    keep_checkpoint_max: int = setting(5, "How many checkpoints to keep.", bounds=NON_NEGATIVE, trains=False)
+    iterations_per_loop: int = setting(1000, "Steps per call into the device (Keras steps_per_execution).",
+                                       bounds=POSITIVE, trains=False)
+    n_best_size: int = setting(20, "Candidates per window (v1.1) and length of the n-best lists.",
+                               bounds=POSITIVE, trains=False)
+    max_answer_length: int = setting(30, "Longest answer, in pieces.", bounds=POSITIVE, trains=False)
+    start_n_top: int = setting(5, "v2.0: beam size for the start positions.", bounds=POSITIVE, trains=False)
+    end_n_top: int = setting(5, "v2.0: beam size for the end positions.", bounds=POSITIVE, trains=False)
+    dropout_prob: float = setting(0.1, "v2.0: dropout of the answerability layer.", bounds=Range(0, 1, high_open=True))
     null_score_diff_threshold: float = setting(None, "v2.0: answer \"\" when a question's null score is above this. "
                                                      "Default: tuned on --predict_file when it has answers (as the "
-                                                     "original), else 0.0.")
+                                                     "original), else 0.0.", trains=False)
     dynamic_padding: bool = setting(True, "SQuAD 2.0: predict in batches of windows of similar length, each cut to "
                                           "its longest window (same predictions, less work; else padded to "
                                           "--max_seq_length). v1.1 and TPUs always pad to --max_seq_length (the "
-                                          "original's v1.1 n-best ranks padding positions too).")
-    export_dir: str = setting(None, "Where to write the SavedModels (ids/ and text/).")
+                                          "original's v1.1 n-best ranks padding positions too).", trains=False)
+    export_dir: str = setting(None, "Where to write the SavedModels (ids/ and text/).",
+                              role="output_tree", trains=False)
     export_huggingface_dir: str = setting(None, "SQuAD v1.1: where to write, after the run, the Hugging Face folder "
                                                 "of the final weights (AlbertForQuestionAnswering, config and "
-                                                "tokenizer); an earlier export there is replaced.")
+                                                "tokenizer); an earlier export there is replaced.",
+                                          role="output_tree", trains=False)
 
 
 def padded_to(model, seq_length):

@@ -22,7 +22,7 @@ import time
 
 from albert_tf import fileio
 from albert_tf.errors import DataError, UsageError
-from albert_tf.settings import setting
+from albert_tf.settings import POSITIVE, Range, setting
 from albert_tf.text.tokenization import SPECIAL_TOKENS, preprocess_text
 
 logger = logging.getLogger(__name__)
@@ -209,11 +209,12 @@ def preprocess_sentences(sentences, do_lower_case=True, progress_interval=10.0):
 class SentencePieceOptions:
     """The trainer settings, named as `spm_train` names them; the defaults are the original's recipe."""
 
-    vocab_size: int = setting(DEFAULT_VOCAB_SIZE, "Vocabulary size (WordPiece: approximate).")
+    vocab_size: int = setting(DEFAULT_VOCAB_SIZE, "Vocabulary size (WordPiece: approximate).", bounds=Range(2))
     model_type: str = setting(DEFAULT_MODEL_TYPE, "SentencePiece algorithm, or wordpiece (BERT-style vocabulary, as "
                                                   "the Chinese models use).", choices=MODEL_TYPES)
     character_coverage: float = setting(DEFAULT_CHARACTER_COVERAGE,
-                                        "Share of characters the model covers (SentencePiece).")
+                                        "Share of characters the model covers (SentencePiece).",
+                                        bounds=Range(0, 1, low_open=True))
     pad_id: int = setting(PAD_ID, "Id of <pad> (SentencePiece; -1: none).")
     unk_id: int = setting(UNK_ID, "Id of <unk> (SentencePiece).")
     bos_id: int = setting(BOS_ID, "Id of <s> (SentencePiece; -1: none).")
@@ -222,10 +223,11 @@ class SentencePieceOptions:
                                      flag_default=list(CONTROL_SYMBOLS))
     user_defined_symbols: tuple = setting(USER_DEFINED_SYMBOLS, "Pieces always kept whole (SentencePiece).",
                                           kind="list", flag_default=list(USER_DEFINED_SYMBOLS))
-    num_threads: int = setting(DEFAULT_NUM_THREADS, "SentencePiece trainer threads.")
+    num_threads: int = setting(DEFAULT_NUM_THREADS, "SentencePiece trainer threads.", bounds=POSITIVE)
     max_sentence_length: int = setting(DEFAULT_MAX_SENTENCE_LENGTH,
-                                       "Longer sentences (in bytes) are skipped by SentencePiece.")
-    max_sentencepiece_length: int = setting(DEFAULT_MAX_SENTENCEPIECE_LENGTH, "Longest piece (SentencePiece).")
+                                       "Longer sentences (in bytes) are skipped by SentencePiece.", bounds=POSITIVE)
+    max_sentencepiece_length: int = setting(DEFAULT_MAX_SENTENCEPIECE_LENGTH, "Longest piece (SentencePiece).",
+                                            bounds=POSITIVE)
 
     def trainer_kwargs(self):
         kwargs = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("control_symbols",

@@ -52,6 +52,7 @@ def get_strategy(name="default", tpu_name=None, tpu_zone=None, gcp_project=None,
         if "TF_CONFIG" not in os.environ:
             raise StrategyError("--strategy=multi_worker needs the TF_CONFIG environment variable (cluster and "
                                 "task of this worker)")
+        tf_config()
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "one_device":
         device = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
@@ -90,8 +91,19 @@ def is_chief(strategy):
     task_type, task_id = resolver.task_type, resolver.task_id
     if task_type in ("chief", None):
         return True
-    cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+    cluster = tf_config().get("cluster", {})
     return task_type == "worker" and task_id == 0 and "chief" not in cluster
+
+
+def tf_config():
+    """The TF_CONFIG environment variable as a dict ({} when unset); `StrategyError` when it is not a JSON object."""
+    try:
+        value = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    except ValueError as err:
+        raise StrategyError(f"the TF_CONFIG environment variable is not valid JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise StrategyError("the TF_CONFIG environment variable must be a JSON object with 'cluster' and 'task'")
+    return value
 
 
 def worker_dir(output_dir, strategy):

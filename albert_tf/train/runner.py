@@ -38,8 +38,8 @@ from albert_tf import checkpoints, fileio
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import RunError, UsageError
 from albert_tf.model import set_remat
-from albert_tf.settings import setting
-from albert_tf.train import callbacks, distribution, optimization
+from albert_tf.settings import NON_NEGATIVE, setting
+from albert_tf.train import callbacks, distribution, optimization, run_settings
 from albert_tf.train.best_checkpoint import CheckpointEvaluator, best_checkpoint_prefix
 
 CONFIG_JSON = "albert_config.json"
@@ -52,6 +52,13 @@ PRECISION_POLICIES = {None: "float32", "": "float32", "fp32": "float32", "bf16":
 TPU_SETTINGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores")
 
 
+# What every training run writes inside its --output_dir (a task adds its own): an input found among these names
+# there would be replaced by the run, so `albert_tf.guard` refuses it. (albert_config.json is not among them: a
+# resume may read the config the run recorded, which is rewritten only when it differs, and refused then.)
+RUN_WRITES = ("ckpt-*", "checkpoint", "settings.json", "eval_results.txt", "eval_history.json", "best_checkpoint",
+              "best_checkpoint.json", "train", "eval", "*.tf_record")
+
+
 @dataclasses.dataclass(kw_only=True)
 class RuntimeParams:
     """Where and how a run executes, common to every script: the original's TPU flags, `--strategy`,
@@ -60,20 +67,26 @@ class RuntimeParams:
 
     strategy: str = setting("default", "tf.distribute strategy: tpu, mirrored (GPUs of one machine), multi_worker "
                                        "(TF_CONFIG), one_device, or default (no distribution).",
-                            choices=distribution.STRATEGIES)
-    use_tpu: bool = setting(False, "Whether to use TPU (same as --strategy=tpu).")
-    tpu_name: str = setting(None, "The Cloud TPU to use: its name, grpc:// address, or 'local' on a TPU VM.")
-    tpu_zone: str = setting(None, "GCE zone of the Cloud TPU (found from metadata if not given).")
-    gcp_project: str = setting(None, "GCP project of the Cloud TPU (found from metadata if not given).")
-    master: str = setting(None, "[Optional] TensorFlow master URL.")
-    num_tpu_cores: int = setting(8, "Accepted for compatibility and unused: TPUStrategy finds the cores itself.")
+                            choices=distribution.STRATEGIES, trains=False)
+    use_tpu: bool = setting(False, "Whether to use TPU (same as --strategy=tpu).", trains=False)
+    tpu_name: str = setting(None, "The Cloud TPU to use: its name, grpc:// address, or 'local' on a TPU VM.",
+                            trains=False)
+    tpu_zone: str = setting(None, "GCE zone of the Cloud TPU (found from metadata if not given).", trains=False)
+    gcp_project: str = setting(None, "GCP project of the Cloud TPU (found from metadata if not given).", trains=False)
+    master: str = setting(None, "[Optional] TensorFlow master URL.", trains=False)
+    num_tpu_cores: int = setting(8, "Accepted for compatibility and unused: TPUStrategy finds the cores itself.",
+                                 trains=False)
     mixed_precision: str = setting(None, "Mixed precision: bf16 (TPUs, recent GPUs) or fp16 (GPUs, with loss "
                                          "scaling).", choices=("bf16", "fp16"))
-    jit_compile: bool = setting(False, "Compile the training step with XLA.")
+    jit_compile: bool = setting(False, "Compile the training step with XLA.", trains=False)
     remat: bool = setting(False, "Recompute each Transformer block's activations in the backward pass instead of "
-                                 "keeping them (less memory, more compute).")
+                                 "keeping them (less memory, more compute).", trains=False)
     random_seed: int = 12345
-    log_every: int = setting(100, "Log the training metrics every this many steps (0: quiet).")
+    allow_settings_change: bool = setting(False, "Resume a run whose recorded settings (settings.json) differ in "
+                                                 "what is trained (learning rate, batch size, data, ...).",
+                                          trains=False)
+    log_every: int = setting(100, "Log the training metrics every this many steps (0: quiet).",
+                             bounds=NON_NEGATIVE, trains=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,6 +381,8 @@ def run(task, params):
 def _run_locked(task, params, strategy, write_dir, chief):
     config = params.albert_config
     check_output_dir(params.output_dir, config)
+    if checkpoints.latest_checkpoint(params.output_dir):
+        run_settings.check_resume(params.output_dir, params, params.allow_settings_change)
     task.check(params, strategy)
     schedule = task.train_schedule(params)
     check_schedule(schedule, params.do_train)
@@ -390,6 +405,7 @@ def _run_locked(task, params, strategy, write_dir, chief):
     # Every check has passed: from here on the run writes.
     if chief:
         record_config(params.output_dir, config)
+        run_settings.record_settings(params.output_dir, params)
     tf.io.gfile.makedirs(write_dir)
     fileio.remove_stale_checkpoint_temps(write_dir)
     fileio.remove_stale_partials(write_dir)

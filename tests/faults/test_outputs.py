@@ -38,7 +38,7 @@ def test_overwrite_refuses_a_training_run_that_holds_its_own_input(training_outp
     result = run_script("export_model.py", ["--export_type=encoder", f"--export_dir={out}", "--overwrite",
                                             f"--init_checkpoint={out}/best_checkpoint/ckpt-4",
                                             f"--albert_config_file={out}/albert_config.json"])
-    assert_one_line_error(result, f"export directory {out}", "--overwrite replaces only an earlier export")
+    assert_one_line_error(result, f"--export_dir {out} would write over the input", status=2)
     assert tree_snapshot(out) == before
 
 
@@ -47,7 +47,7 @@ def test_overwrite_refuses_a_folder_that_is_not_an_export(tmp_path):
     before = tree_snapshot(data)
     result = run_script("export_model.py", ["--export_type=preprocessing", f"--export_dir={data}", "--overwrite",
                                             f"--spm_model_file={SPM}"])
-    line = assert_one_line_error(result, f"export directory {data}", "--overwrite replaces only an earlier export")
+    line = assert_one_line_error(result, f"--export_dir {data}", "albert_tf did not write there", status=1)
     assert "train.tsv" in line
     assert tree_snapshot(data) == before and leftovers(data) == []
 

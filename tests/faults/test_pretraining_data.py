@@ -131,6 +131,46 @@ def test_stopped_workers_print_nothing(tmp_path, capfd):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_killed_worker_ends_the_run_instead_of_hanging(tmp_path):
+    """SIGKILL of one worker (out of memory, a user's kill): the run stops with one error and writes nothing; a
+    `multiprocessing.Pool` would start another worker and wait for the lost shard forever."""
+    def kill_a_worker(progress):
+        if progress.shards_done == 1:
+            import multiprocessing  # pylint: disable=import-outside-toplevel
+
+            os.kill(multiprocessing.active_children()[0].pid, signal.SIGKILL)
+
+    with pytest.raises(pdata.PretrainingDataError, match=r"a worker process died .* while writing .*out\.tfrecord"):
+        create([os.path.join(CORPUS, f"gutenberg-{name}.txt") for name in ("austen-emma", "austen-persuasion")],
+               [str(tmp_path / "out.tfrecord")], num_workers=2, progress=kill_a_worker, shard_size_mb=0.01)
+    assert os.listdir(tmp_path) == []
+
+
+def test_existing_outputs_are_replaced_only_with_overwrite(tmp_path):
+    """As the Beam runner: a rerun does not replace the shards silently; --overwrite does; and shards of a run
+    with another --num_output_shards are refused either way (a training glob would read them all)."""
+    out = tmp_path / "records"
+    assert script(f"--input_file={SAMPLE}", f"--output_dir={out}", "--num_output_shards=3").returncode == 0
+    before = tree_snapshot(out)
+    again = script(f"--input_file={SAMPLE}", f"--output_dir={out}", "--num_output_shards=3", "--random_seed=2")
+    assert_one_line_error(again, "--output_dir", "pretraining-00000-of-00003.tfrecord", "exists already",
+                          "--overwrite", status=1)
+    assert tree_snapshot(out) == before
+    fewer = script(f"--input_file={SAMPLE}", f"--output_dir={out}", "--num_output_shards=2", "--overwrite")
+    assert_one_line_error(fewer, "--output_dir", "3 shard(s) of another run", "pretraining-00000-of-00003", status=1)
+    assert tree_snapshot(out) == before
+    replaced = script(f"--input_file={SAMPLE}", f"--output_dir={out}", "--num_output_shards=3", "--random_seed=2",
+                      "--overwrite")
+    assert replaced.returncode == 0 and sorted(os.listdir(out)) == [
+        f"pretraining-0000{i}-of-00003.tfrecord" for i in range(3)]
+    assert tree_snapshot(out) != before
+    single = tmp_path / "one.tfrecord"
+    single.write_bytes(b"mine")
+    refused = script(f"--input_file={SAMPLE}", f"--output_file={single}")
+    assert_one_line_error(refused, "--output_file", str(single), "exists already", status=1)
+    assert single.read_bytes() == b"mine"
+
+
 def test_write_error_names_the_output(tmp_path, monkeypatch):
     """An OS error while writing an output becomes one `AlbertError` naming it (given `output_what`), and the
     temporaries go."""

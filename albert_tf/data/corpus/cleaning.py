@@ -8,7 +8,7 @@ import dataclasses
 import hashlib
 import re
 
-from albert_tf.settings import setting
+from albert_tf.settings import NON_NEGATIVE, setting
 
 # Whatever `str.splitlines` would break a line at: never inside an output sentence, normalised or not.
 _LINE_BREAKS = re.compile(r"[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]+")
@@ -21,7 +21,7 @@ class CleaningOptions:
     normalize_whitespace: bool = setting(True, "Turn runs of whitespace into one space and drop control characters "
                                                "(line breaks inside a paragraph always become spaces).")
     min_document_chars: int = setting(0, "Drop documents with fewer characters than this (after cleaning; 0 keeps all "
-                                         "but empty ones).", flag_default=50)
+                                         "but empty ones).", flag_default=50, bounds=NON_NEGATIVE)
     deduplicate: bool = setting(True, "Drop documents whose cleaned text equals an earlier one's.")
 
 

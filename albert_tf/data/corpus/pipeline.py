@@ -15,6 +15,7 @@ import sys
 import time
 
 from albert_tf.data.corpus import readers, sentences
+from albert_tf.errors import DataError
 from albert_tf.data.corpus.cleaning import Cleaner, CleaningOptions
 from albert_tf.data.corpus.writer import ShardWriter
 
@@ -125,6 +126,11 @@ def prepare_corpus(input_files, output_file, *, input_format="auto", text_field=
                     progress(stats)
             if pool is not None:
                 flush(0)
+            if writer.documents == 0:  # leaving the block with an error publishes nothing
+                counts = cleaner.counts
+                raise DataError(f"no document to write from {len(input_files)} input file(s) ({counts['read']} read: "
+                                f"{counts['empty']} empty, {counts['short']} short, {counts['duplicate']} "
+                                "duplicate); nothing was written")
             update(done)
             progress(stats)  # all written; only the shards' moves into place are left
     finally:

@@ -104,7 +104,12 @@ class ShardWriter:
     def __exit__(self, exc_type, exc, tb):
         try:
             for shard in self._staged:
-                shard[1].close()
+                try:
+                    shard[1].close()  # flushes the last buffered bytes: a full disk may show here
+                except OSError as err:
+                    if exc_type is None:
+                        raise fileio.OutputError(f"cannot write {self.what} {self.output_file}: "
+                                                 f"{fileio.describe(err)}") from None
             if exc_type is None:
                 self.paths = shard_paths(self.output_file, len(self._staged))
                 for (tmp, *_), path in zip(self._staged, self.paths):

@@ -4,7 +4,7 @@ the counters of a run (`Stats`) and the error raised for bad input or flags (`Pr
 import dataclasses
 
 from albert_tf.errors import DataError
-from albert_tf.settings import setting
+from albert_tf.settings import NON_NEGATIVE, POSITIVE, PROBABILITY, Range, setting
 
 
 class PretrainingDataError(DataError):
@@ -19,12 +19,15 @@ class PretrainingConfig:
     whose tokens are permuted among themselves; records then hold `2 * max_predictions_per_seq` predictions.
     """
 
-    max_seq_length: int = setting(512, "Maximum sequence length.")
-    max_predictions_per_seq: int = setting(20, "Maximum number of masked LM predictions per sequence.")
-    masked_lm_prob: float = setting(0.15, "Masked LM probability.")
-    short_seq_prob: float = setting(0.1, "Probability of creating sequences shorter than the maximum length.")
-    ngram: int = setting(3, "Maximum n-gram length to mask.")
-    dupe_factor: int = setting(40, "Number of times to duplicate the input data (with different masks).")
+    max_seq_length: int = setting(512, "Maximum sequence length.", bounds=Range(8))
+    max_predictions_per_seq: int = setting(20, "Maximum number of masked LM predictions per sequence.",
+                                           bounds=NON_NEGATIVE)
+    masked_lm_prob: float = setting(0.15, "Masked LM probability.", bounds=PROBABILITY)
+    short_seq_prob: float = setting(0.1, "Probability of creating sequences shorter than the maximum length.",
+                                    bounds=PROBABILITY)
+    ngram: int = setting(3, "Maximum n-gram length to mask.", bounds=POSITIVE)
+    dupe_factor: int = setting(40, "Number of times to duplicate the input data (with different masks).",
+                               bounds=POSITIVE)
     random_seed: int = setting(12345, "Random seed for data generation.")
     do_whole_word_mask: bool = setting(True, "Mask whole words rather than single pieces.")
     favor_shorter_ngram: bool = setting(True, "Sample n-gram lengths with p(n) proportional to 1/n (else reversed).")

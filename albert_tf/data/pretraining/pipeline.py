@@ -210,8 +210,13 @@ def create_pretraining_data(input_files, output_files, *, spm_model_file=None, v
 def _run_pool(run, writers, tables, tokenizer_args, config, num_workers, interleave):
     """Shards in worker processes (in this one for `num_workers` 1), each to a temporary file of framed records;
     appended to `writers` in shard order as they come, or, with `interleave`, kept until the last one is done and
-    then interleaved (`_interleave`). The parent copies bytes: the workers build, serialize and checksum."""
+    then interleaved (`_interleave`). The parent copies bytes: the workers build, serialize and checksum.
+
+    A worker that dies (killed, out of memory) ends the run with `PretrainingDataError`, nothing partial left: the
+    executor notices a lost process, where a `multiprocessing.Pool` would start another and wait forever."""
     import multiprocessing  # pylint: disable=import-outside-toplevel
+    from concurrent.futures import ProcessPoolExecutor  # pylint: disable=import-outside-toplevel
+    from concurrent.futures.process import BrokenProcessPool  # pylint: disable=import-outside-toplevel
 
     first = writers.paths[0]
     # Beside the outputs (same disk) but in their directory's sidecar, where no glob over the outputs reaches.
@@ -234,11 +239,11 @@ def _run_pool(run, writers, tables, tokenizer_args, config, num_workers, interle
         else:
             mask = _block_stop_signals()
             try:
-                pool = context.Pool(num_workers, initializer=_worker_init,
-                                    initargs=(tokenizer_args, config, temp_dir))
+                pool = ProcessPoolExecutor(num_workers, mp_context=context, initializer=_worker_init,
+                                           initargs=(tokenizer_args, config, temp_dir))
+                results = pool.map(_worker_run, run.shards)  # the workers start here, with the signals blocked
             finally:
                 _restore_signals(mask)
-            results = pool.imap(_worker_run, run.shards, chunksize=1)
         done = []
         for shard, (path, count, shard_stats) in zip(run.shards, results):
             if interleave:
@@ -249,20 +254,28 @@ def _run_pool(run, writers, tables, tokenizer_args, config, num_workers, interle
             run.records_written(count)
             run.shard_done(shard, shard_stats)
         if pool is not None:
-            pool.close()
-            pool.join()
+            pool.shutdown()
         if interleave:
             _interleave(done, config.random_seed, writers)
     except BaseException as err:
         if pool is not None:
-            pool.terminate()
-            pool.join()
+            _stop(pool)
         if isinstance(err, _WorkerWriteError):
             raise writers.error(first, f"{err} (writing the worker processes' temporary files)") from None
+        if isinstance(err, BrokenProcessPool):
+            raise PretrainingDataError(f"a worker process died (killed, or out of memory) while writing {first}; "
+                                       "nothing was written, run again") from None
         raise
     finally:
         _WORKER.clear()
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _stop(pool):
+    """Ends the workers of `pool` now (SIGTERM, which they take quietly) and waits for them."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _interleave(shard_files, seed, writers):

@@ -1,0 +1,169 @@
+"""What every script reads and writes, checked in one place before anything is read or written.
+
+A script declares its settings (`albert_tf.settings.setting`): bounds, and the role of each file flag (an input
+it reads, an output it writes, and for an output folder the names it writes inside). `albert_tf.cli.run` hands
+the declarations of the flags the script defined, with their values, to `guarded`, which before `main` runs:
+
+1. checks every value against its bounds, in the order the user gave the flags (a bad value: `UsageError`
+   naming the flag, exit status 2);
+2. refuses any output that is an input, contains one (an output written whole, or an input among the names an
+   output folder's run writes), or lies inside an input read whole (a SavedModel, a checkpoint folder), however
+   spelled (relative, `..`, symbolic or hard links);
+3. locks every output for the run: a folder written into by its own lock, a file or a folder written whole by a
+   lock beside it; a second writer is refused naming the holder's pid;
+4. protects the inputs for the run: anything written through `albert_tf.fileio` refuses to replace one of them;
+   and removes what a killed earlier run of the same outputs left in their staging folders.
+
+A new script gets all of this by declaring its settings; none of it is written in a script.
+"""
+
+import contextlib
+import fnmatch
+import glob
+import os
+
+from albert_tf import fileio
+from albert_tf.errors import MissingDataError, UsageError
+from albert_tf.settings import INPUT_ROLES
+
+
+def check_bounds(specs, values, order=()):
+    """Raises `UsageError` for the first setting (flags named in `order` first, then the others) whose value lies
+    outside its declared bounds. `specs` and `values` are keyed by flag name."""
+    names = [n for n in order if n in specs] + [n for n in specs if n not in order]
+    for name in names:
+        spec = specs[name]
+        value = values.get(name)
+        if spec.bounds is not None and value is not None and value not in spec.bounds:
+            raise UsageError(f"--{name}={value}: must be {spec.bounds}")
+
+
+def _paths(role, value, folder=None, suffixes=()):
+    """The local paths a flag's value names, by its role: comma-separated ones split and globs expanded; a relative
+    one that is not found as given is looked up in `folder` (a setting's `under`)."""
+    if not value or value == "-" or (isinstance(value, str) and fileio.is_remote(value)):
+        return []
+    if folder and isinstance(value, str) and not os.path.isabs(value) and not os.path.exists(value):
+        value = os.path.join(folder, value)
+    if role in ("input_files", "output_files"):
+        parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
+        paths = []
+        for part in filter(None, parts):
+            matched = glob.glob(part) if role == "input_files" and glob.has_magic(part) else [part]
+            paths.extend(matched)
+        return paths
+    if role == "output_prefix":
+        return [str(value) + suffix for suffix in suffixes]
+    if role == "input_checkpoint" and not os.path.isdir(value):
+        return [value] + glob.glob(glob.escape(value) + ".*")  # a prefix: its .index and .data-* files
+    return [str(value)]
+
+
+def declared_files(specs, values):
+    """(inputs, outputs): `(flag, path, spec)` for every path the declared file settings name."""
+    inputs, outputs = [], []
+    for name, spec in specs.items():
+        if spec.role is None:
+            continue
+        folder = values.get(spec.under) if spec.under else None
+        for path in _paths(spec.role, values.get(name), folder, spec.writes):
+            (inputs if spec.role in INPUT_ROLES else outputs).append((f"--{name}", path, spec))
+    return inputs, outputs
+
+
+def _read_whole(spec, path):
+    return spec.role == "input_tree" or (spec.role == "input_checkpoint" and os.path.isdir(path))
+
+
+def _written_inside(out_path, out_spec, in_path):
+    """Whether the input `in_path` lies inside the output folder where the run writes it (or over it)."""
+    if not fileio.inside(in_path, out_path):
+        return False
+    if out_spec.role == "output_tree":
+        return True
+    first = os.path.relpath(os.path.realpath(in_path), os.path.realpath(out_path)).split(os.sep)[0]
+    return any(fnmatch.fnmatch(first, pattern) for pattern in out_spec.writes)
+
+
+def check_collisions(inputs, outputs):
+    """Raises `UsageError` for the first output that would replace, or write into, one of the inputs, or that two
+    output flags share."""
+    for out_flag, out_path, _ in outputs:
+        for in_flag, in_path, _ in inputs:
+            if fileio.same_file(out_path, in_path):
+                raise UsageError(f"{out_flag} {out_path} is the input {in_flag} {in_path}; write the output "
+                                 "elsewhere")
+    for out_flag, out_path, out_spec in outputs:
+        for in_flag, in_path, in_spec in inputs:
+            if _read_whole(in_spec, in_path) and fileio.inside(out_path, in_path):
+                problem = "lies inside"
+            elif out_spec.role in ("output_dir", "output_tree") and _written_inside(out_path, out_spec, in_path):
+                problem = "would write over"
+            else:
+                continue
+            raise UsageError(f"{out_flag} {out_path} {problem} the input {in_flag} {in_path}; write the output "
+                             "elsewhere")
+    for i, (flag_a, path_a, _) in enumerate(outputs):
+        for flag_b, path_b, _ in outputs[i + 1:]:
+            if flag_a != flag_b and fileio.same_file(path_a, path_b):
+                raise UsageError(f"{flag_a} and {flag_b} are the same path {path_a}; give each its own")
+
+
+def _lock(flag, path, spec):
+    """The lock of one output: a folder written into holds its own; a file, or a folder written whole (replaced
+    by a rename), is locked beside it, in its parent's staging folder."""
+    if spec.role == "output_dir":
+        return fileio.DirectoryLock(path, flag)
+    if spec.role == "output_prefix":  # one lock for all its files
+        path = next(path[:-len(s)] for s in spec.writes if path.endswith(s))
+    parent, name = os.path.split(os.path.abspath(path))
+    if spec.role == "output_tree" and os.path.isdir(path) and not os.access(parent, os.W_OK):
+        return fileio.DirectoryLock(path, flag)  # replaced in place: its own lock
+    return fileio.DirectoryLock(parent, f"{flag} {path}", lock_name=f"{name}.lock")
+
+
+def check_input(flag, path, spec):
+    """Refuses a folder given where a file is read, or the reverse (before the script trips over it)."""
+    if spec.role == "input_file" and os.path.isdir(path):
+        raise MissingDataError(f"{flag} {path} is a directory, not a file")
+    if spec.role in ("input_dir", "input_tree") and os.path.isfile(path):
+        raise MissingDataError(f"{flag} {path} is a file, not a directory")
+
+
+def check_output(flag, path, spec):
+    """Refuses a file where a folder is written or the reverse, and a folder written whole that holds anything
+    albert_tf did not write there (which replacing it would delete)."""
+    is_dir = spec.role in ("output_dir", "output_tree")
+    if os.path.isdir(path) and not is_dir:
+        raise fileio.OutputError(f"cannot write {flag} {path}: it is a directory")
+    if os.path.isfile(path) and is_dir:
+        raise fileio.OutputError(f"{flag} {path} is a file, not a directory")
+    if spec.role == "output_tree" and os.path.isdir(path):
+        foreign = fileio.foreign_files(path)
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise fileio.OutputError(f"{flag} {path} holds files albert_tf did not write there ({shown}), which "
+                                     "replacing it would delete; move them away or choose another directory")
+
+
+@contextlib.contextmanager
+def guarded(specs, values, order=()):
+    """Checks and holds a run's declared settings (see the module docstring) for the block. `specs`: {flag name:
+    FlagSpec}; `values`: {flag name: value}; `order`: the flag names as the user gave them."""
+    check_bounds(specs, values, order)
+    inputs, outputs = declared_files(specs, values)
+    for flag, path, spec in inputs:
+        check_input(flag, path, spec)
+    check_collisions(inputs, outputs)
+    for flag, path, spec in outputs:
+        check_output(flag, path, spec)
+    with contextlib.ExitStack() as stack:
+        for flag, path, spec in outputs:
+            stack.enter_context(_lock(flag, path, spec))
+            # what a killed run of this output left in the staging folder (its pid gone)
+            folder = path if spec.role == "output_dir" else os.path.dirname(os.path.abspath(path))
+            if fileio.remove_stale_partials(folder):
+                with contextlib.suppress(OSError):
+                    os.rmdir(fileio.sidecar_dir(folder))
+        stack.enter_context(fileio.inputs_protected([(flag, path) for flag, path, _ in inputs]))
+        yield inputs, outputs

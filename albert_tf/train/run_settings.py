@@ -1,0 +1,92 @@
+"""A training run's resolved settings, recorded beside its checkpoints (`<output_dir>/settings.json`, as Model
+Garden's params.yaml) so that a finished run can be read back, and a resume with other settings is noticed.
+
+The record holds every setting of the run's params by flag name (defaults included), the versions of TensorFlow,
+Keras and albert_tf, and the command line. Resuming (checkpoints in `--output_dir`) with a setting that changes what
+is trained (anything not declared `trains=False`: the learning rate, batch size, masking, data, precision...) is
+refused in one line naming the settings, unless `--allow_settings_change`; settings that only change logging,
+evaluation, exports or where the run executes may differ freely.
+"""
+
+import dataclasses
+import json
+import math
+import os
+import sys
+
+from albert_tf import fileio
+from albert_tf.errors import RunError
+from albert_tf.settings import flag_spec
+
+SETTINGS_JSON = "settings.json"
+
+
+def _plain(value):
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def resolved_settings(params):
+    """{flag name: value} of every setting of `params` that a JSON file can hold (the config is recorded in
+    albert_config.json), in field order."""
+    settings = {}
+    for field in dataclasses.fields(params):
+        spec = flag_spec(field)
+        value = getattr(params, field.name)
+        if spec is None or not (value is None or isinstance(value, (bool, int, float, str, list, tuple))):
+            continue
+        settings[spec.name] = _plain(value)
+    return settings
+
+
+def training_settings(params):
+    """The names of the settings of `params` that change what is trained (all but those declared `trains=False`)."""
+    return {flag_spec(f).name for f in dataclasses.fields(params)
+            if flag_spec(f) is not None and f.metadata.get("trains", True)}
+
+
+def _versions():
+    import keras  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf import __version__  # pylint: disable=import-outside-toplevel
+
+    return {"albert_tf": __version__, "tensorflow": tf.__version__, "keras": keras.__version__}
+
+
+def read_settings(output_dir):
+    """The recorded settings of the run in `output_dir` ({flag name: value}), or None where none were recorded."""
+    path = os.path.join(output_dir, SETTINGS_JSON)
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)["settings"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise RunError(f"--output_dir {output_dir}: {SETTINGS_JSON} cannot be read ({err}); move it away to resume "
+                       "without the check") from None
+
+
+def check_resume(output_dir, params, allow_change=False):
+    """Refuses to resume the run in `output_dir` with settings that change what is trained (see the module
+    docstring); logging-only differences pass."""
+    recorded = read_settings(output_dir)
+    if recorded is None or allow_change:
+        return
+    current = resolved_settings(params)
+    changed = [name for name in current if name in training_settings(params) and name in recorded
+               and recorded[name] != current[name]]
+    if changed:
+        shown = ", ".join(f"--{n}={recorded[n]} (now {current[n]})" for n in changed[:4])
+        more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
+        raise RunError(f"--output_dir {output_dir} holds a run with other settings: {shown}{more}; resume with its "
+                       "settings, use a new --output_dir, or pass --allow_settings_change")
+
+
+def record_settings(output_dir, params):
+    """Writes `<output_dir>/settings.json`: the resolved settings, versions and command line."""
+    record = {"settings": resolved_settings(params), "versions": _versions(), "command": list(sys.argv)}
+    fileio.write_text(os.path.join(output_dir, SETTINGS_JSON), json.dumps(record, indent=2) + "\n")

@@ -1,0 +1,57 @@
+"""A training run records its resolved settings, and a resume with settings that change what is trained is refused
+in one line unless allowed; logging-only changes pass."""
+
+import dataclasses
+import json
+import sys
+
+import keras
+import pytest
+import tensorflow as tf
+
+import albert_tf
+from albert_tf.errors import RunError
+from albert_tf.tasks.classification import ClassifierParams
+from albert_tf.train import run_settings
+from tests.helpers import tiny_config
+
+
+def _params(tmp_path, **changes):
+    return dataclasses.replace(ClassifierParams(albert_config=tiny_config(), output_dir=str(tmp_path), do_train=True),
+                               **changes)
+
+
+def test_the_record_holds_every_setting_by_flag_name_versions_and_command(tmp_path):
+    params = _params(tmp_path, learning_rate=3e-5)
+    run_settings.record_settings(str(tmp_path), params)
+    record = json.loads((tmp_path / "settings.json").read_text())
+    assert record["settings"]["learning_rate"] == 3e-5
+    assert record["settings"]["train_batch_size"] == 32 and record["settings"]["optimizer"] == "adamw"
+    assert "albert_config_file" not in record["settings"]  # recorded in albert_config.json
+    assert record["settings"]["threshold_to_export"] is None
+    assert record["versions"] == {"albert_tf": albert_tf.__version__, "tensorflow": tf.__version__,
+                                  "keras": keras.__version__}
+    assert record["command"] == sys.argv
+    assert run_settings.read_settings(str(tmp_path)) == record["settings"]
+
+
+def test_a_resume_with_other_training_settings_is_refused(tmp_path):
+    run_settings.record_settings(str(tmp_path), _params(tmp_path))
+    with pytest.raises(RunError, match=r"other settings: --train_batch_size=32 \(now 8\), "
+                                       r"--learning_rate=5e-05 \(now 0\.001\); .*--allow_settings_change"):
+        run_settings.check_resume(str(tmp_path), _params(tmp_path, learning_rate=1e-3, train_batch_size=8))
+    run_settings.check_resume(str(tmp_path), _params(tmp_path, learning_rate=1e-3), allow_change=True)
+
+
+def test_logging_evaluation_and_placement_may_change(tmp_path):
+    run_settings.record_settings(str(tmp_path), _params(tmp_path))
+    run_settings.check_resume(str(tmp_path), _params(tmp_path, log_every=1, do_eval=True, eval_batch_size=64,
+                                                     keep_checkpoint_max=1, export_dir="elsewhere",
+                                                     jit_compile=True, strategy="one_device"))
+
+
+def test_no_record_means_no_check_and_a_broken_one_is_named(tmp_path):
+    run_settings.check_resume(str(tmp_path), _params(tmp_path))
+    (tmp_path / "settings.json").write_text("{not json")
+    with pytest.raises(RunError, match=r"settings.json cannot be read"):
+        run_settings.check_resume(str(tmp_path), _params(tmp_path))
