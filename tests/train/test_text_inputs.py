@@ -30,6 +30,8 @@ def _examples(task, count):
 SST = _examples("sst-2", 32)
 SST_TEXTS = [e.text_a for e in SST]
 SST_LABELS = np.array([int(e.label) for e in SST], np.int32)
+# SST-2's rows are lower-case: the same rows in mixed and upper case, so that lowercasing is needed for the ids.
+SST_MIXED = [t.upper() if i % 3 == 0 else t.title() if i % 3 == 1 else t.capitalize() for i, t in enumerate(SST_TEXTS)]
 MRPC = _examples("mrpc", 8)
 MRPC_A, MRPC_B = [e.text_a for e in MRPC], [e.text_b for e in MRPC]
 MRPC_LABELS = np.array([int(e.label) for e in MRPC], np.int32)
@@ -105,44 +107,89 @@ def test_fit_on_a_list_of_texts_lowers_the_loss(trained):
     assert losses[-1] < losses[0] - 0.1
 
 
+def _rows_stepped(model, initial):
+    """The rows of the word-embedding table the last step changed: the ids the model was fed."""
+    index = next(i for i, w in enumerate(initial) if w.shape == (30000, 16))
+    return set(np.flatnonzero(np.any(model.get_weights()[index] != initial[index], axis=1)).tolist())
+
+
 def test_every_form_of_text_gives_the_same_first_step():
     model = _classifier()
     initial = model.get_weights()
-    texts, labels = SST_TEXTS[:8], SST_LABELS[:8]
+    texts, labels = SST_MIXED[:8], SST_LABELS[:8]
     forms = {
         "list": (texts, labels),
         "numpy str": (np.array(texts), labels),
         "numpy bytes": (np.array([t.encode("utf-8") for t in texts]), labels),
         "tf.data": (tf.data.Dataset.from_tensor_slices((texts, labels)).batch(8), None),
     }
-    losses = {}
-    for name, (x, y) in forms.items():
+    losses, rows = {}, {}
+
+    def step(name, x, y):
         model.set_weights(initial)
         model.compile(optimizer=keras.optimizers.Adam(1e-3))
         losses[name] = model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0).history["loss"][0]
+        rows[name] = _rows_stepped(model, initial)
+
+    for name, (x, y) in forms.items():
+        step(name, x, y)
     # The same step on the Python tokenizer's features: the pipeline fed the model FullTokenizer's ids.
-    model.set_weights(initial)
-    model.compile(optimizer=keras.optimizers.Adam(1e-3))
     features = _python_features(FullTokenizer(spm_model_file=SPM), texts)
-    losses["features"] = model.fit(features, labels, batch_size=8, shuffle=False, verbose=0).history["loss"][0]
+    step("features", features, labels)
     assert max(losses.values()) - min(losses.values()) < 1e-6, losses
+    assert set(features["input_ids"][features["input_mask"] == 1].tolist()) == rows["features"]  # padding: none
+    assert all(changed == rows["features"] for changed in rows.values()), {k: len(v) for k, v in rows.items()}
+    # ... and not the ids of the texts as they are written: the mixed-case texts needed the lower-casing.
+    step("cased", _python_features(FullTokenizer(spm_model_file=SPM, do_lower_case=False), texts), labels)
+    assert rows["cased"] != rows["features"]
 
 
 def test_evaluate_and_predict_on_texts(trained):
     model, _ = trained
-    features = _python_features(FullTokenizer(spm_model_file=SPM), SST_TEXTS)
+    texts = SST_MIXED  # in mixed case: FullTokenizer lower-cases them (do_lower_case=True), as must the pipeline
+    features = _python_features(FullTokenizer(spm_model_file=SPM), texts)
     want = model.predict(features, batch_size=32, verbose=0)
-    np.testing.assert_allclose(model.predict(SST_TEXTS, verbose=0), want, atol=1e-5)
-    only_texts = tf.data.Dataset.from_tensor_slices(SST_TEXTS).batch(7)
+    cased = model.predict(_python_features(FullTokenizer(spm_model_file=SPM, do_lower_case=False), texts),
+                          verbose=0)
+    assert np.abs(cased - want).max() > 1e-3  # the case of the texts changes the predictions
+    np.testing.assert_allclose(model.predict(texts, verbose=0), want, atol=1e-5)
+    only_texts = tf.data.Dataset.from_tensor_slices(texts).batch(7)
     np.testing.assert_allclose(model.predict(only_texts, verbose=0), want, atol=1e-5)
-    np.testing.assert_allclose(model.predict_on_batch(SST_TEXTS[:4]), want[:4], atol=1e-5)
-    results = model.evaluate(SST_TEXTS, SST_LABELS, batch_size=8, verbose=0, return_dict=True)
+    np.testing.assert_allclose(model.predict_on_batch(texts[:4]), want[:4], atol=1e-5)
+    results = model.evaluate(texts, SST_LABELS, batch_size=8, verbose=0, return_dict=True)
     reference = model.evaluate(features, SST_LABELS, batch_size=8, verbose=0, return_dict=True)
     assert results["loss"] == pytest.approx(reference["loss"], abs=1e-5)
     assert results["accuracy"] == pytest.approx(np.mean(np.argmax(want, -1) == SST_LABELS))
-    dataset = tf.data.Dataset.from_tensor_slices((SST_TEXTS, SST_LABELS)).batch(8)
+    dataset = tf.data.Dataset.from_tensor_slices((texts, SST_LABELS)).batch(8)
     assert model.evaluate(dataset, verbose=0, return_dict=True)["loss"] == pytest.approx(reference["loss"],
                                                                                         abs=1e-5)
+
+
+def test_validation_split_on_texts_takes_the_rows_keras_takes():
+    """`fit(texts, y, validation_split=...)` trains on the first rows and validates on the last ones, with their
+    labels and sample weights, as Keras' own `validation_split` does on the same rows' features."""
+    texts, labels = SST_MIXED[:10], SST_LABELS[:10]
+    weights = np.linspace(0.2, 2.0, 10).astype(np.float32)
+    assert 0 < labels[:7].sum() < 7 and 0 < labels[7:].sum() < 3
+    model = _classifier()
+    initial = model.get_weights()
+    features = _python_features(FullTokenizer(spm_model_file=SPM), texts)
+    histories = []
+    for x in (texts, features):  # 10 rows at 0.25: Keras keeps floor(7.5) = 7 for training
+        model.set_weights(initial)
+        model.compile(optimizer=keras.optimizers.Adam(1e-2), metrics=["accuracy"])
+        histories.append(model.fit(x, labels, sample_weight=weights, batch_size=4, epochs=2, shuffle=False,
+                                   validation_split=0.25, verbose=0).history)
+    text_history, keras_history = histories
+    assert sorted(text_history) == sorted(keras_history) and "val_loss" in text_history
+    for name in keras_history:
+        np.testing.assert_allclose(text_history[name], keras_history[name], atol=1e-5, err_msg=name)
+    # Keras' own split, checked from the outside: the weights after fit, evaluated on the last 3 rows.
+    last = {name: value[7:] for name, value in features.items()}
+    assert model.evaluate(last, labels[7:], sample_weight=weights[7:], verbose=0) == pytest.approx(
+        [keras_history["val_loss"][-1], keras_history["val_accuracy"][-1]], abs=1e-5)
+    with pytest.raises(ValueError, match="validation_split"):
+        model.fit(texts[:2], labels[:2], validation_split=0.6, verbose=0)  # 0.8 of a row to train on
 
 
 def test_text_pairs_fit_evaluate_and_predict():
