@@ -33,8 +33,9 @@ Stages, each with the library's own code, all in `--work_dir` (state.json holds 
    own checkpoints, up to `--rung_steps[r]` steps (in steps of batch 64 at sequence 128: 8,192 tokens each),
    evaluating the held-out records every `--eval_every` such steps; then the best ceil(n / `--eta`) by the
    selection metric go on. Every candidate's learning rate warms up over its fraction of the whole search's last
-   rung and decays linearly to 0 there (`--rung_steps[-1]`), whatever rung it stops at, so a pruned candidate's
-   curve is the start of the run it would have had, and the last survivor's run is a complete run of its recipe.
+   rung and decays linearly to 0 there (`--rung_steps[-1]`, `decay_horizon`), whatever rung it stops at, so a
+   pruned candidate's curve is the start of the run it would have had, and the last survivor's run is a complete
+   run of its recipe.
    Each rung of each candidate runs in a child process (a crash costs one candidate, not the search).
 5. The selection metric is the held-out masked-LM loss per character (bits per character of the masked pieces:
    the loss in nats per masked piece divided by the mean characters per masked piece of the evaluation records,
@@ -72,11 +73,14 @@ Flags:
   --results_json, --plot where the results and the figure go
 """
 import contextlib
+import ctypes
+import dataclasses
 import glob
 import json
 import math
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -416,9 +420,15 @@ def train_candidate(work_dir, cand, steps):
         masked_lm_budget=MASKED_LM_PROB if cand["masking"] == "online" else 0.0, spm_model_file=data["spm"],
         log_every=every)
     start = time.time()
+    if any(f.name == "allow_settings_change" for f in dataclasses.fields(params)):
+        # A rung resumes the run with a later stop (num_train_steps), on the same schedule (decay_horizon); the
+        # search's own state.json refuses any other change.
+        params = dataclasses.replace(params, allow_settings_change=True)
     with decay_horizon(total):
         outcome = runner.run(PretrainingWithHeldOut(), params)
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    if outcome["step"] != steps:
+        raise SystemExit(f"bench_pretrain_recipe: error: {cand['name']} stopped at step {outcome['step']}, not {steps}")
     done = {"step": outcome["step"], "wall_seconds": time.time() - start,
             "cpu_seconds": usage.ru_utime + usage.ru_stime, "train_seconds": outcome.get("train_seconds", 0.0)}
     with open(os.path.join(params.output_dir, f"call-{steps}-{int(time.time())}.json"), "w", encoding="utf-8") as f:
@@ -468,7 +478,15 @@ def run_child(work_dir, name, steps, log_path):
             f"--train_steps={steps}"] + [a for a in sys.argv[1:] if not a.startswith(("--work_dir", "--train_"))]
     env = dict(os.environ, TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1", OMP_NUM_THREADS="1")
     with open(log_path, "a", encoding="utf-8") as out:
-        return subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, env=env, check=False).returncode
+        return subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, env=env, check=False,
+                              preexec_fn=die_with_parent).returncode
+
+
+def die_with_parent():
+    """Asks Linux to end the child when the search process ends (a stopped search leaves no training behind to
+    hold a run's directory lock when it is resumed); elsewhere nothing."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 # -- 5. results and figure -----------------------------------------------------------------------------------------
@@ -517,6 +535,8 @@ def write_results(state, settings, started):
 
 
 def plot(candidates, path):
+    """The held-out curves of every candidate by tokens processed: masked-LM accuracy (the goal, 0.25, dotted),
+    bits per character (the selection metric) and sentence-order accuracy with its chance band (shaded)."""
     import matplotlib  # pylint: disable=import-outside-toplevel
 
     matplotlib.use("Agg")
@@ -536,7 +556,8 @@ def plot(candidates, path):
         ax.set(title=title, xlabel="tokens processed (millions)", xscale="log")
         ax.grid(alpha=0.3)
     axes[0].axhline(0.25, color="k", ls=":", lw=1)
-    axes[2].axhline(0.5, color="k", ls=":", lw=1)
+    for low, high in {tuple(c["sentence_order_chance_band"]) for c in candidates.values()}:
+        axes[2].axhspan(low, high, color="grey", alpha=0.15, lw=0)
     fig.legend(loc="lower center", ncol=4, fontsize=7)
     fig.tight_layout(rect=(0, 0.16, 1, 1))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -645,7 +666,7 @@ def main(argv):
         status = run_child(work_dir, name, steps, log_path)
         result = candidate_result(work_dir, cand, state)
         if status != 0 or not result["curve"] or result["curve"][-1]["step"] < steps:
-            result["error"] = f"exit status {status}; see {log_path}"
+            result.update(error=f"exit status {status}; see {log_path}", score=None)
         state["rungs"][index]["results"][name] = result
         save_state(state_path, state)
         runs += 1

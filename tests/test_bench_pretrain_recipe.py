@@ -1,6 +1,7 @@
 """The logic of `bench/bench_pretrain_recipe.py` that decides what a multi-day search runs: the grid, the budget in
 tokens, successive halving's cut, resuming from the state file (a finished rung is never redone, a changed search
-is refused), and the learning-rate schedule planned over the whole search whatever step a rung stops at."""
+is refused), the learning-rate schedule planned over the whole search whatever step a rung stops at, and the
+label subsets of the next step (fine-tuning on few labels)."""
 
 import importlib.util
 import json
