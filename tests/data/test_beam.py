@@ -53,7 +53,7 @@ def reference(tmp_path_factory):
     return local, origin, len(shards)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _by_shard():
     """[(shard, its records)] of CORPUS, as the local tool plans and builds them."""
     tables = TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))

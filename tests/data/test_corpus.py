@@ -7,12 +7,13 @@ import gzip
 import json
 import os
 import random
+import sys
 
 import pytest
 
 from albert_tf.data import corpus
 from albert_tf.data.corpus import cleaning, readers, sentences, writer
-from albert_tf.errors import DataError
+from albert_tf.errors import DataError, UsageError
 from tests.helpers import SPM, assert_one_line_error, run_script
 
 TEXT = ("The first document starts here.\nIts second line is wrapped.\n\n"
@@ -146,6 +147,17 @@ def test_pysbd_can_stand_in_for_bling_fire():
     split = sentences.splitter("pysbd")
     assert split("Dr. Smith arrived. He sat down. 他来了。好！") == [
         "Dr. Smith arrived.", "He sat down.", "他来了。", "好！"]
+    # The sentences keep their characters (pysbd's clean=True would drop the tags).
+    assert split("<b>Bold</b> text. Next one.") == ["<b>Bold</b> text.", "Next one."]
+
+
+def test_a_missing_splitter_is_a_usage_error_before_any_work(monkeypatch):
+    monkeypatch.setattr(sentences, "_breakers", {})
+    monkeypatch.setitem(sys.modules, "blingfire", None)  # `import blingfire` raises ImportError
+    with pytest.raises(UsageError, match="Bling Fire is not available.*--sentence_splitter=pysbd"):
+        sentences.splitter("blingfire")  # when the splitter is chosen, not at the first paragraph
+    with pytest.raises(UsageError, match="--sentence_splitter=spacy: must be one of blingfire, pysbd"):
+        sentences.splitter("spacy")
 
 
 # Cleaning.

@@ -1,0 +1,141 @@
+"""tools/mutate.py's pure parts: the mutants it makes of a source (each operator, one change each, every one
+compiling, none in docstrings, annotations, f-strings or log calls), and the restore of the mutated file (after
+an error, and from a backup an interrupted run left). Running pytest on mutants is what docs/testing.md's stored
+runs show."""
+
+import ast
+import importlib.util
+import os
+
+import pytest
+
+from tests.helpers import REPO
+
+_spec = importlib.util.spec_from_file_location("mutate", os.path.join(REPO, "tools", "mutate.py"))
+mutate = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(mutate)
+
+SOURCE = '''"""Docstring with 1 < 2 and not x."""
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+def f(a: int = 3, b=None) -> bool:
+    """Its docstring: return a < 1."""
+    total = a + 1
+    total -= 2
+    if a < b and not b:
+        logger.info("%d of %d", a, b)
+        return max(a, b)
+    label = f"{a + 1}"
+    while a:
+        a = a // 2
+    return a >= 0 or b is None if b else True
+'''
+
+
+def _mutants(**kwargs):
+    return mutate.generate_mutants(SOURCE, **kwargs)
+
+
+def test_each_operator_makes_the_changes_it_documents():
+    made = {(m.operator, m.original, m.replacement) for m in _mutants()}
+    expected = {
+        ("compare", "a < b", "(a >= b)"), ("boundary", "a < b", "(a <= b)"),
+        ("compare", "a >= 0", "(a < 0)"), ("boundary", "a >= 0", "(a > 0)"),
+        ("compare", "b is None", "(b is not None)"),
+        ("integer", "1", "(2)"), ("integer", "1", "(0)"), ("integer", "2", "(3)"), ("integer", "2", "(1)"),
+        ("integer", "0", "(1)"), ("integer", "0", "(-1)"), ("integer", "3", "(4)"), ("integer", "3", "(2)"),
+        ("boolean", "True", "(False)"),
+        ("boolop", "a < b and not b", "((a < b) or (not b))"),
+        ("boolop", "a >= 0 or b is None", "((a >= 0) and (b is None))"),
+        ("not", "not b", "(b)"),
+        ("negate", "a", "(not (a))"), ("negate", "b", "(not (b))"),
+        ("negate", "a < b and not b", "(not (a < b and not b))"),
+        ("arith", "a + 1", "((a) - (1))"), ("arith", "total -= 2", "total += 2"), ("arith", "a // 2", "((a) * (2))"),
+        ("return", "return max(a, b)", "return None"),
+        ("return", "return a >= 0 or b is None if b else True", "return None"),
+        ("args", "a, b", "b, a"),
+        ("statement", "total = a + 1", "pass"), ("statement", "total -= 2", "pass"),
+        ("statement", "logger = logging.getLogger(__name__)", "pass"), ("statement", 'label = f"{a + 1}"', "pass"),
+        ("statement", "a = a // 2", "pass"), ("statement", 'logger.info("%d of %d", a, b)', "pass"),
+    }
+    assert made == expected, (made - expected, expected - made)
+    assert {m.operator for m in _mutants()} == set(mutate.OPERATORS)
+
+
+def test_mutants_change_one_place_compile_and_are_distinct():
+    mutants = _mutants()
+    assert [m.id for m in mutants] == list(range(len(mutants)))
+    assert len({m.apply(SOURCE) for m in mutants}) == len(mutants)
+    lines = SOURCE.splitlines()
+    for m in mutants:
+        mutated = m.apply(SOURCE)
+        compile(mutated, "<mutant>", "exec")
+        assert ast.dump(ast.parse(mutated)) != ast.dump(ast.parse(SOURCE))
+        assert SOURCE[m.start:m.end] == m.original and m.original in lines[m.line - 1] + "\n".join(lines[m.line:])
+        # Everything outside the changed span is the original's, byte for byte.
+        assert mutated[:m.start] == SOURCE[:m.start] and mutated[m.start + len(m.replacement):] == SOURCE[m.end:]
+    # Docstrings, annotations, the f-string and the log call (but for its removal) are left alone.
+    assert not [m for m in mutants if m.line in (1, 8) or m.original in ("int", "bool", "a + 1}")]
+    assert not [m for m in mutants if m.line == 12 and m.operator != "statement"]
+    assert _mutants(operators=("integer",)) and {m.operator for m in _mutants(operators=("integer",))} == {"integer"}
+
+
+def test_columns_count_characters_after_non_ascii_text():
+    source = 's = "。！？"; n = len(s) > 2\n'
+    (boundary,) = [m for m in mutate.generate_mutants(source, ("boundary",))]
+    assert boundary.apply(source) == 's = "。！？"; n = (len(s) >= 2)\n'
+    # A form feed in a string is no line break for Python: later lines keep their offsets.
+    source = 'a = "\x0c"\nb = 1 < 2\n'
+    (compare,) = mutate.generate_mutants(source, ("compare",))
+    assert compare.line == 2 and compare.apply(source) == 'a = "\x0c"\nb = (1 >= 2)\n'
+
+
+def test_the_mutated_file_is_restored_after_an_error_and_from_a_leftover_backup(tmp_path):
+    path = str(tmp_path / "module.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("ORIGINAL = 1\n")
+    with pytest.raises(ZeroDivisionError):
+        with mutate.mutated_file(path, "ORIGINAL = 2\n"):
+            assert open(path, encoding="utf-8").read() == "ORIGINAL = 2\n"
+            raise ZeroDivisionError
+    assert open(path, encoding="utf-8").read() == "ORIGINAL = 1\n"
+    assert os.listdir(tmp_path) == ["module.py"]
+    # An interrupted run leaves the mutant in place and the original in the backup: put back at the start.
+    with open(path + mutate.BACKUP_SUFFIX, "w", encoding="utf-8") as f:
+        f.write("ORIGINAL = 1\n")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("ORIGINAL = 3\n")
+    with mutate.mutated_file(path, "ORIGINAL = 4\n"):
+        assert open(path + mutate.BACKUP_SUFFIX, encoding="utf-8").read() == "ORIGINAL = 1\n"
+    assert open(path, encoding="utf-8").read() == "ORIGINAL = 1\n" and os.listdir(tmp_path) == ["module.py"]
+    assert not mutate.restore_leftover(path)
+
+
+def test_the_work_folder_is_a_copy_with_the_data_linked(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "albert_tf").mkdir(parents=True)
+    (repo / "albert_tf" / "m.py").write_text("X = 1\n")
+    (repo / "albert_tf" / "__pycache__").mkdir()
+    (repo / "data").mkdir()
+    (repo / ".git").mkdir()
+    (repo / "run.py").write_text("")
+    work = mutate.make_workdir(str(tmp_path / "work"), repo=str(repo))
+    assert sorted(os.listdir(work)) == ["albert_tf", "data", "run.py"]
+    assert os.listdir(os.path.join(work, "albert_tf")) == ["m.py"]
+    assert os.path.islink(os.path.join(work, "data")) and not os.path.islink(os.path.join(work, "albert_tf"))
+    with open(os.path.join(work, "albert_tf", "m.py"), "w") as f:
+        f.write("X = 2\n")
+    assert (repo / "albert_tf" / "m.py").read_text() == "X = 1\n"  # the copy is written, never the tree
+    mutate.make_workdir(work, repo=str(repo))  # a kept folder is refreshed from the tree
+    assert open(os.path.join(work, "albert_tf", "m.py")).read() == "X = 1\n"
+
+
+def test_the_summary_counts_timeouts_as_killed():
+    results = [{"operator": "compare", "status": "killed"}, {"operator": "compare", "status": "survived"},
+               {"operator": "return", "status": "timeout"}]
+    summary = mutate.summarize(results)
+    assert summary["all"] == {"mutants": 3, "killed": 2, "timeout": 1, "survived": 1, "score": 0.6667}
+    assert summary["compare"]["score"] == 0.5 and summary["return"]["score"] == 1.0
