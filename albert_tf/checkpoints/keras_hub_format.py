@@ -9,7 +9,8 @@ written (by `keras_hub_writer`).
 import json
 import os
 
-from albert_tf.checkpoints.original import Entry, NamedFormat, block_entries, model_arrays
+from albert_tf.checkpoints.keras_hub_names import backbone_arrays
+from albert_tf.checkpoints.original import NamedFormat, model_arrays
 from albert_tf.config import AlbertConfig
 
 
@@ -50,38 +51,6 @@ def load_backbone(path):
         raise CorruptCheckpointError(f"cannot read the keras-hub preset {path}: {reason(err)}") from None
 
 
-def backbone_entries(backbone):
-    """One `Entry` per weight of a keras-hub `AlbertBackbone`, under its TF1 name: the correspondence both ways
-    (`backbone_arrays` reads with it, `keras_hub_writer` assigns with it)."""
-    def entry(name, variable):
-        return Entry(name, variable, tuple(variable.shape))
-
-    entries = [
-        entry("bert/embeddings/word_embeddings", backbone.token_embedding.embeddings),
-        entry("bert/embeddings/position_embeddings", backbone.position_embedding.position_embeddings),
-        entry("bert/embeddings/token_type_embeddings", backbone.segment_embedding.embeddings),
-    ]
-    norm = backbone.get_layer("embeddings_layer_norm")
-    entries += [entry("bert/embeddings/LayerNorm/gamma", norm.gamma),
-                entry("bert/embeddings/LayerNorm/beta", norm.beta)]
-    projection = backbone.get_layer("embedding_projection")
-    entries += [entry("bert/encoder/embedding_hidden_mapping_in/kernel", projection.kernel),
-                entry("bert/encoder/embedding_hidden_mapping_in/bias", projection.bias)]
-    c = backbone.get_config()
-    for g in range(c["num_groups"]):
-        for i in range(c["num_inner_repetitions"]):
-            block = backbone.get_layer(f"group_{g}_inner_layer_{i}")
-            entries += block_entries(f"bert/encoder/transformer/group_{g}/inner_group_{i}", block)
-    pooler = backbone.get_layer("pooled_dense")
-    entries += [entry("bert/pooler/dense/kernel", pooler.kernel), entry("bert/pooler/dense/bias", pooler.bias)]
-    return entries
-
-
-def backbone_arrays(backbone):
-    """{TF1 name: array} of a keras-hub `AlbertBackbone`."""
-    return {e.name: e.to_tf1(e.variable.numpy()) for e in backbone_entries(backbone)}
-
-
 class KerasHubFormat(NamedFormat):
     """keras-hub ALBERT presets (and live backbones), read and written by the original's names."""
 
@@ -100,8 +69,7 @@ class KerasHubFormat(NamedFormat):
               what=None):
         """A preset of `model` with the tokenizer `spm_model_file` (and, with `num_labels`, its classifier head):
         `keras_hub_writer.write_preset`."""
-        # keras_hub_writer assigns through this module's name table, so it is imported here, when writing.
-        from albert_tf.checkpoints import keras_hub_writer  # pylint: disable=import-outside-toplevel
+        from albert_tf.checkpoints import keras_hub_writer  # pylint: disable=import-outside-toplevel  (keras-hub)
 
         return keras_hub_writer.write_preset(path, model.config, model_arrays(model, exclude_ids), spm_model_file,
                                              num_labels=num_labels, overwrite=overwrite, what=what)

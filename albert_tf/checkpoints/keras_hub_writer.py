@@ -3,7 +3,7 @@
 `keras_hub.models.AlbertTextClassifier.from_preset(dir)` open offline.
 
 The weights come as this project's `{TF1 name: array}` (`albert_tf.checkpoints.model_arrays(model)`) and are
-assigned through the same name table the reader uses (`keras_hub_format.backbone_entries`), so reading and
+assigned through the same name table the reader uses (`keras_hub_names.backbone_entries`), so reading and
 writing are one mapping. The files are keras-hub's own: the preset is saved with keras-hub's `save_to_preset`,
 staged in a temporary folder and moved into place only when complete.
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from albert_tf import fileio
 from albert_tf.checkpoints.errors import CheckpointMismatchError
-from albert_tf.checkpoints.keras_hub_format import backbone_entries
+from albert_tf.checkpoints.keras_hub_names import backbone_entries
 
 CONFIG_NAME = "albert_config.json"  # this project's config, kept inside the preset (keras-hub ignores it)
 # keras-hub's files of a preset; a classifier adds TASK_FILES.

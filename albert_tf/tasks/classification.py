@@ -14,7 +14,7 @@ What differs from the other tasks:
   submission: `index<TAB>prediction`, label strings);
 * the export: `serving.classifier.export_classifier` (ids, tf.Examples, text and text pairs); with
   `export_huggingface_dir`, also the Hugging Face folder (`AlbertForSequenceClassification` with the label names
-  and the tokenizer) of the final weights, after the run (`exports.export_huggingface`).
+  and the tokenizer) of the final weights, after the run (`huggingface_export.export_huggingface`).
 
 A directory records the task's labels in `task.json` and refuses a run with other labels.
 """
@@ -309,7 +309,7 @@ def run_classifier(params):
     outcome = runner.run(task, params)
     if params.export_huggingface_dir and task.chief:  # one writer under multi-worker
         # Imported here: tasks.exports imports this module.
-        from albert_tf.tasks.exports import export_huggingface  # pylint: disable=import-outside-toplevel
+        from albert_tf.tasks.huggingface_export import export_huggingface  # pylint: disable=import-outside-toplevel
 
         regression = task.processor.is_regression
         outcome["export_huggingface_dir"], _ = export_huggingface(

@@ -14,10 +14,10 @@ import shutil
 import tensorflow as tf
 
 from albert_tf import checkpoints, fileio
-from albert_tf.checkpoints import huggingface, model_garden
+from albert_tf.checkpoints import model_garden
 from albert_tf.config import AlbertConfig
 from albert_tf.data import glue
-from albert_tf.errors import RunError, UsageError
+from albert_tf.errors import UsageError
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
 from albert_tf.serving.classifier import export_classifier
 from albert_tf.serving.encoder import export_encoder, export_preprocessing
@@ -31,9 +31,7 @@ from albert_tf.tasks.export_request import EXPORT_TYPES, TFLITE_MODELS, ExportRe
 from albert_tf.tasks.race import build_model as build_race_model
 from albert_tf.tasks.squad import TrainableSquad
 from albert_tf.text.tokenization import FullTokenizer
-from albert_tf.train.best_checkpoint import best_checkpoint_prefix
 from albert_tf.train.runner import dtype_policy_scope, precision_policy
-
 
 
 def check_export_dir(export_dir, overwrite):
@@ -44,37 +42,6 @@ def check_export_dir(export_dir, overwrite):
     problem = export_dir_problem(export_dir, overwrite)
     if problem:
         raise UsageError(problem)
-
-
-def export_huggingface(model, params, labels=None, regression=False):
-    """Writes the Hugging Face folder (`huggingface.write_folder`: weights, config, tokenizer) of a fine-tuning
-    run's final weights at `params.export_huggingface_dir`; returns (the folder, the weights used).
-
-    The weights are those the run predicts and exports with: the best checkpoint, else the latest, else
-    `init_checkpoint`, loaded into `model` (the task's model; every weight must load). `labels` name a
-    classifier's outputs. The folder is staged and moved into place whole; an earlier export there is replaced.
-    """
-    path = params.export_huggingface_dir
-    what = f"--export_huggingface_dir {path}"
-    huggingface.check_export_folder(path, what)
-    with fileio.DirectoryLock(params.output_dir, "--output_dir"):  # no run writes checkpoints meanwhile
-        prefix = (best_checkpoint_prefix(params.output_dir) or checkpoints.latest_checkpoint(params.output_dir)
-                  or params.init_checkpoint)
-        if not prefix:
-            raise RunError(f"nothing to export to {what}: no checkpoint in {params.output_dir} and no "
-                           "--init_checkpoint")
-        result = checkpoints.load_checkpoint(model, prefix)
-    if result.missing:
-        raise ExportError(f"{prefix} lacks weights of the {type(model).__name__} to export to {what} (missing: "
-                          f"{', '.join(result.missing[:4])})")
-    spm_model_file = params.spm_model_file
-    huggingface.write_folder(path, params.albert_config, checkpoints.model_arrays(model),
-                             spm_model_file=spm_model_file,
-                             vocab_file=None if spm_model_file else getattr(params, "vocab_file", None),
-                             do_lower_case=params.do_lower_case, labels=labels, regression=regression,
-                             overwrite=huggingface.is_folder(path), model_max_length=params.max_seq_length,
-                             what=what)
-    return os.path.abspath(path), prefix
 
 
 def build_model(kind, config, init_checkpoint, num_labels=2, version_2=False, start_n_top=5, end_n_top=5):

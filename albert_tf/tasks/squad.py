@@ -16,7 +16,7 @@ What differs from the other tasks:
   is tuned on `predict_file` when it has answers and none is given, as the original);
 * the export: `<export_dir>/ids/<step>/` and, with the SentencePiece model, `<export_dir>/text/<step>/`; with
   `export_huggingface_dir` (v1.1), also the Hugging Face folder (`AlbertForQuestionAnswering` and the tokenizer)
-  of the final weights, after the run (`exports.export_huggingface`).
+  of the final weights, after the run (`huggingface_export.export_huggingface`).
 """
 
 import dataclasses
@@ -336,7 +336,7 @@ def run_squad(params, task=None):
     outcome = runner.run(task, params)
     if params.export_huggingface_dir and task.chief:  # one writer under multi-worker
         # Imported here: tasks.exports imports this module.
-        from albert_tf.tasks.exports import export_huggingface  # pylint: disable=import-outside-toplevel
+        from albert_tf.tasks.huggingface_export import export_huggingface  # pylint: disable=import-outside-toplevel
 
         outcome["export_huggingface_dir"], _ = export_huggingface(task.build_model(params), params)
     return outcome
