@@ -220,6 +220,13 @@ def guarded_settings(argv):
     return guard.guarded(DECLARED, values, given_flags(argv))
 
 
+def _quiet_tensorflow():
+    """After an error's one line: TensorFlow's own warnings at exit (a checkpoint's unrestored values) are noise."""
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and hasattr(tf, "get_logger"):
+        tf.get_logger().setLevel("ERROR")
+
+
 def _guarded(main):
     script = _script()
 
@@ -231,10 +238,12 @@ def _guarded(main):
         except UsageError as err:
             logging.debug("%s: %s", type(err).__name__, err)
             print(f"{script}: error: {_one_line(err)}", file=sys.stderr)
+            _quiet_tensorflow()
             sys.exit(2)
         except flags.Error as err:  # a flag set in code that its validator refuses
             logging.debug("%s: %s", type(err).__name__, err)
             print(f"{script}: error: {flag_error_message(err)}", file=sys.stderr)
+            _quiet_tensorflow()
             sys.exit(2)
         except (AlbertError, OSError) as err:
             logging.debug("%s: %s", type(err).__name__, err)
@@ -243,6 +252,7 @@ def _guarded(main):
             else:
                 detail = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
             print(f"{script}: error: {detail}", file=sys.stderr)
+            _quiet_tensorflow()
             sys.exit(1)
         except KeyboardInterrupt:
             print(f"{script}: interrupted; nothing partial was left behind", file=sys.stderr)

@@ -44,6 +44,7 @@ SentencePiece only, so a WordPiece `--vocab_file` is refused. A fine-tuned class
 `output_bias`).
 """
 
+import dataclasses
 import glob
 import json
 import os
@@ -52,6 +53,7 @@ from absl import flags, logging
 
 from albert_tf import cli, fileio
 from albert_tf.errors import MissingDataError, UsageError
+from albert_tf.settings import POSITIVE, setting
 
 OUTPUT_FORMATS = ("original", "huggingface", "native", "keras_hub")
 FOLDER_FORMATS = ("huggingface", "keras_hub")  # written as one folder, staged and replaced whole
@@ -59,54 +61,57 @@ TASK_JSON = "task.json"  # what run_classifier.py / run_squad.py leave in their 
 CONFIG_NAME = "albert_config.json"
 
 
+@dataclasses.dataclass
+class ConvertRequest:
+    """What one conversion reads and writes: each field is the converter's flag of the same name."""
+
+    input_checkpoint: str = setting(None, "Checkpoint to convert: original TF1 prefix or directory, TF-Hub module or "
+                                          "SavedModel directory, Hugging Face directory or .safetensors file, "
+                                          "keras-hub preset directory, Model Garden TF2 checkpoint, or native TF2 "
+                                          "checkpoint.", role="input_checkpoint")
+    output_format: str = setting(None, "original: TF1 name-based checkpoint as the original release's; huggingface: "
+                                       "a folder transformers opens (weights, config.json, tokenizer); native: this "
+                                       "project's TF2 checkpoint; keras_hub: a keras-hub preset folder "
+                                       "(AlbertBackbone, AlbertTokenizer; AlbertTextClassifier for a fine-tuned "
+                                       "classifier).", choices=OUTPUT_FORMATS)
+    # A prefix (original, native: <output_path>.index, .data-*) or a folder written whole (huggingface, keras_hub,
+    # whose replacement the manifest rule guards when it is written).
+    output_path: str = setting(None, "Checkpoint prefix (original, native; an existing directory means "
+                                     "<dir>/model.ckpt) or directory (huggingface, keras_hub).",
+                               role="output_prefix", writes=("", ".index"))
+    albert_config_file: str = setting(None, "albert_config.json of the model (the original's format, or a Hugging "
+                                            "Face config.json). Optional when the input carries its config (Hugging "
+                                            "Face, keras-hub preset) or has an albert_config.json beside it.",
+                                      role="input_file")
+    init_from_group0: bool = setting(False, "Original input only: initialise every group of the config from the "
+                                            "checkpoint's group_0 (the original's flag, to grow a 1-group checkpoint "
+                                            "into more groups).")
+    overwrite: bool = setting(False, "Replace an existing output.")
+    spm_model_file: str = setting(None, "huggingface / keras_hub output: the SentencePiece model of the tokenizer; "
+                                        "default: the one *.model beside the input (or in its assets/).",
+                                  role="input_file")
+    vocab_file: str = setting(None, "huggingface output: a WordPiece vocabulary (the Chinese models), written as a "
+                                    "BertTokenizer; default: the one vocab*.txt beside the input when there is no "
+                                    "*.model. keras-hub's AlbertTokenizer is SentencePiece only, so keras_hub output "
+                                    "refuses it.", role="input_file")
+    do_lower_case: bool = setting(True, "huggingface / keras_hub output: whether the model's text is lowercased "
+                                        "before tokenizing (as the scripts' flag); written into the Hugging Face "
+                                        "tokenizer_config.json. keras-hub's AlbertTokenizer does not lowercase (or "
+                                        "strip accents): the log says what to do to the text before it.")
+    num_labels: int = setting(None, "Write the input's classifier head (output_weights [num_labels, H]): huggingface "
+                                    "as AlbertForSequenceClassification, keras_hub as AlbertTextClassifier, original "
+                                    "/ native as the classifier's weights; default: the labels of run_classifier's "
+                                    "task.json beside the input (or, for a run's best_checkpoint/, in the run "
+                                    "folder), else no classifier.", bounds=POSITIVE)
+    label_list: list = setting(None, "huggingface output: the classifier's label names in index order (id2label / "
+                                     "label2id); default: those of run_classifier's task.json (see --num_labels), "
+                                     "else LABEL_0, LABEL_1, ...")
+
+
 def define_flags(flag_values=flags.FLAGS):
-    """Defines the converter's flags on `flag_values` (the global FLAGS when run as a script)."""
-    flags.DEFINE_string("albert_config_file", None,
-                        "albert_config.json of the model (the original's format, or a Hugging Face config.json). "
-                        "Optional when the input carries its config (Hugging Face, keras-hub preset) or has an "
-                        "albert_config.json beside it.", flag_values=flag_values)
-    flags.DEFINE_string("input_checkpoint", None,
-                        "Checkpoint to convert: original TF1 prefix or directory, TF-Hub module or SavedModel "
-                        "directory, Hugging Face directory or .safetensors file, keras-hub preset directory, Model "
-                        "Garden TF2 checkpoint, or native TF2 checkpoint.",
-                        flag_values=flag_values)
-    flags.DEFINE_enum("output_format", None, list(OUTPUT_FORMATS),
-                      "original: TF1 name-based checkpoint as the original release's; huggingface: a "
-                      "folder transformers opens (weights, config.json, tokenizer); native: this project's TF2 checkpoint; keras_hub: a "
-                      "keras-hub preset folder (AlbertBackbone, AlbertTokenizer; AlbertTextClassifier for a "
-                      "fine-tuned classifier).",
-                      flag_values=flag_values)
-    flags.DEFINE_string("output_path", None,
-                        "Checkpoint prefix (original, native; an existing directory means <dir>/model.ckpt) or "
-                        "directory (huggingface, keras_hub).", flag_values=flag_values)
-    flags.DEFINE_bool("init_from_group0", False,
-                      "Original input only: initialise every group of the config from the checkpoint's group_0 "
-                      "(the original's flag, to grow a 1-group checkpoint into more groups).",
-                      flag_values=flag_values)
-    flags.DEFINE_bool("overwrite", False, "Replace an existing output.", flag_values=flag_values)
-    flags.DEFINE_string("spm_model_file", None,
-                        "huggingface / keras_hub output: the SentencePiece model of the tokenizer; default: the one "
-                        "*.model beside the input (or in its assets/).", flag_values=flag_values)
-    flags.DEFINE_string("vocab_file", None,
-                        "huggingface output: a WordPiece vocabulary (the Chinese models), written as a "
-                        "BertTokenizer; default: the one vocab*.txt beside the input when there is no *.model. "
-                        "keras-hub's AlbertTokenizer is SentencePiece only, so keras_hub output refuses it.",
-                        flag_values=flag_values)
-    flags.DEFINE_bool("do_lower_case", True,
-                      "huggingface / keras_hub output: whether the model's text is lowercased before tokenizing "
-                      "(as the scripts' flag); written into the Hugging Face tokenizer_config.json. keras-hub's "
-                      "AlbertTokenizer does not lowercase (or strip accents): the log says what to do to the text "
-                      "before it.", flag_values=flag_values)
-    flags.DEFINE_integer("num_labels", None,
-                         "Write the input's classifier head (output_weights [num_labels, H]): huggingface as "
-                         "AlbertForSequenceClassification, keras_hub as AlbertTextClassifier, original / native "
-                         "as the classifier's weights; default: the labels of run_classifier's task.json beside "
-                         "the input (or, for a run's best_checkpoint/, in the run folder), else no classifier.",
-                         lower_bound=1, flag_values=flag_values)
-    flags.DEFINE_list("label_list", None,
-                      "huggingface output: the classifier's label names in index order (id2label / label2id); "
-                      "default: those of run_classifier's task.json (see --num_labels), else LABEL_0, LABEL_1, ...",
-                      flag_values=flag_values)
+    """Defines the converter's flags (`ConvertRequest`'s settings) on `flag_values` (the global FLAGS when run as a
+    script, where `albert_tf.cli.run` then guards its declared files)."""
+    cli.define_flags(ConvertRequest, flag_values)
 
 
 # ---------------------------------------------------------------- helpers

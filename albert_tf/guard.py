@@ -134,7 +134,7 @@ def check_output(flag, path, spec):
     """Refuses a file where a folder is written or the reverse, and a folder written whole that holds anything
     albert_tf did not write there (which replacing it would delete)."""
     is_dir = spec.role in ("output_dir", "output_tree")
-    if os.path.isdir(path) and not is_dir:
+    if os.path.isdir(path) and spec.role in ("output_file", "output_files"):
         raise fileio.OutputError(f"cannot write {flag} {path}: it is a directory")
     if os.path.isfile(path) and is_dir:
         raise fileio.OutputError(f"{flag} {path} is a file, not a directory")

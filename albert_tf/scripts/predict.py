@@ -84,8 +84,13 @@ def main(argv):
             text = batch_prediction.decode_text(sys.stdin.buffer.read(), "<stdin>")
         else:
             text = batch_prediction.read_text(request.request_json)
+        source = "<stdin>" if request.request_json == "-" else request.request_json
         with rest.ServingSession(request.export_dir) as session:
-            print(json.dumps(session.predict(text)))
+            try:
+                answer = session.predict(text)
+            except rest.RestError as err:
+                raise rest.RestError(f"--request_json {source}: {err}") from None
+        print(json.dumps(answer))
         return
     stats = batch_prediction.predict_file(request.export_dir, request.input_file, request.output_file,
                                           encoder_dir=request.encoder_dir, batch_size=request.batch_size,

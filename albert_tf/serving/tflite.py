@@ -110,7 +110,11 @@ def _reference_and_shape(model_or_savedmodel, seq_length):
         path = os.fspath(model_or_savedmodel)
         if not tf.saved_model.contains_saved_model(path):
             raise ExportError(f"no SavedModel in {path}")
-        loaded = tf.saved_model.load(path)
+        try:
+            loaded = tf.saved_model.load(path)
+        except (tf.errors.OpError, ValueError, IndexError, KeyError) as err:  # a truncated or damaged variables file
+            reason = (getattr(err, "message", None) or str(err) or type(err).__name__).splitlines()[0]
+            raise ExportError(f"the SavedModel in {path} cannot be loaded (truncated or damaged?): {reason}") from None
         if "serving_default" not in loaded.signatures:
             raise ExportError(f"the SavedModel in {path} has no serving_default signature")
         signature = loaded.signatures["serving_default"]

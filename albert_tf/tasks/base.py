@@ -40,11 +40,16 @@ class TaskBase:
         """The record files training reads (to name a corrupted one)."""
         return []
 
-    def data_error(self, params, error):
-        path, reason = records.unreadable_file(self.train_files(params))
+    def eval_files(self, params):
+        """The record files evaluation reads, and the flag naming them (to name a corrupted one)."""
+        return [], "--eval_file"
+
+    def data_error(self, params, error, evaluating=False):
+        files, flag = self.eval_files(params) if evaluating else (self.train_files(params), self.train_data_flag)
+        path, reason = records.unreadable_file(files)
         if path:
-            return DataError(f"{self.train_data_flag}: {path} is truncated or corrupted ({reason})")
-        return DataError(f"{self.train_data_flag}: a record could not be read: {error.message.splitlines()[0]}")
+            return DataError(f"{flag}: {path} is truncated or corrupted ({reason})")
+        return DataError(f"{flag}: a record could not be read: {error.message.splitlines()[0]}")
 
     @staticmethod
     def tokenizer(params):

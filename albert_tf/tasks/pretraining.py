@@ -154,6 +154,11 @@ class PretrainingTask(TaskBase):
     def train_files(self, params):
         return records.expand_file_patterns(params.input_file)
 
+    def eval_files(self, params):
+        if params.eval_input_file:
+            return records.expand_file_patterns(params.eval_input_file), "--eval_input_file"
+        return self.train_files(params), "--input_file"
+
     def masking(self, params):
         """The online masking config of `--masked_lm_budget` > 0 (None at 0), from the run's tokenizer."""
         if not params.masked_lm_budget:

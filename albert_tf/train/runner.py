@@ -144,8 +144,9 @@ class Task(Protocol):
     def export(self, model, params, export_dir):
         """Writes the SavedModel(s) under `export_dir`; returns the written directory (or a dict of them)."""
 
-    def data_error(self, params, error):
-        """The `DataError` (naming the file) for a `tf.errors.DataLossError` met while reading training data."""
+    def data_error(self, params, error, evaluating=False):
+        """The `DataError` (naming the file) for a `tf.errors.DataLossError` met while reading training data (or,
+        `evaluating`, dev data)."""
 
 
 def precision_policy(mixed_precision):
@@ -378,6 +379,13 @@ def run(task, params):
             return _run_locked(task, params, strategy, write_dir, chief)
 
 
+def _evaluate(task, model, params, strategy):
+    try:
+        return task.evaluate(model, params, strategy)
+    except tf.errors.DataLossError as err:
+        raise task.data_error(params, err, evaluating=True) from None
+
+
 def _run_locked(task, params, strategy, write_dir, chief):
     config = params.albert_config
     check_output_dir(params.output_dir, config)
@@ -416,7 +424,7 @@ def _run_locked(task, params, strategy, write_dir, chief):
     metric = task.primary_metric(params)
     evaluator = None
     if metric and task.has_dev(params):
-        evaluator = CheckpointEvaluator(model, lambda step: task.evaluate(model, params, strategy), metric,
+        evaluator = CheckpointEvaluator(model, lambda step: _evaluate(task, model, params, strategy), metric,
                                         params.output_dir, write=chief)
 
     if params.do_train and done < num_train_steps:
@@ -460,7 +468,7 @@ def _run_locked(task, params, strategy, write_dir, chief):
             outcome.update(eval_results=evaluator.best["results"], best_step=evaluator.best["step"],
                            eval_history=dict(evaluator.history))
     elif getattr(params, "do_eval", False) and task.has_dev(params):
-        results = dict(task.evaluate(model, params, strategy))
+        results = dict(_evaluate(task, model, params, strategy))
         results["global_step"] = done
         outcome["eval_results"] = results
         outcome["eval_results_file"] = fileio.write_results(os.path.join(write_dir, "eval_results.txt"), results)

@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers import REPO, error_lines, subprocess_env, tree_snapshot
 
-SCRIPTS = ("create_pretraining_data", "create_vocab", "prepare_corpus", "run_pretraining", "run_classifier",
+SCRIPTS = ("create_pretraining_data", "create_vocab", "prepare_corpus", "run_pretraining", "run_classifier", "convert",
            "run_squad", "run_race", "export_model", "predict")
 INPUTS = ("input_file", "input_files", "input_dir", "input_tree", "input_checkpoint")
 READ_WHOLE = ("input_tree", "input_checkpoint")
@@ -141,6 +141,34 @@ def test_declared_outputs_are_held_for_the_run(script, tmp_path):
                    before, root)
         else:
             _check(script, case_id, result, 1, [out, "thesis.tex"], before, root)
+
+
+def _outside(bounds, kind):
+    """A value just outside `bounds` (a `settings.Range` as a dict), of the flag's kind."""
+    step = 1 if kind == "integer" else 0.5
+    if bounds["low"] is not None:
+        low = bounds["low"]
+        return low if bounds["low_open"] else low - step
+    high = bounds["high"]
+    return high if bounds["high_open"] else high + step
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_declared_bounds_are_enforced(script, tmp_path):
+    """A value outside a setting's declared bounds is one line naming the flag and its rule, exit status 2, before
+    anything runs; the first of several such flags (in the order given) is the one named."""
+    specs = declared(script)
+    bounded = {n: s for n, s in specs.items() if s["bounds"]}
+    cases = [(name, [f"--{name}={_outside(spec['bounds'], spec['kind'])}"]) for name, spec in bounded.items()]
+    if len(bounded) > 1:
+        first, second = list(bounded)[-1], list(bounded)[0]
+        cases.append((first, [f"--{first}={_outside(bounded[first]['bounds'], bounded[first]['kind'])}",
+                              f"--{second}={_outside(bounded[second]['bounds'], bounded[second]['kind'])}"]))
+    (tmp_path / "cases.json").write_text(json.dumps([{"argv": argv} for _, argv in cases]))
+    results = _runner(script, "--cases", str(tmp_path / "cases.json"))
+    for (name, argv), result in zip(cases, results):
+        _check(script, " ".join(argv), result, 2, [f"--{name}=", "must be"], {}, tmp_path / "nothing")
 
 
 def test_every_script_declares_its_files():

@@ -3,14 +3,16 @@ of the inputs, and exports work on a folder that is a mount point of its own (a 
 
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
 from albert_tf import checkpoints
 from albert_tf.model import AlbertModel, dummy_inputs
 from albert_tf.serving import savedmodel
-from tests.helpers import (SAMPLE_GLUE, SPM, assert_one_line_error, leftovers, run_script, tiny_config, tmpfs,
-                           tree_snapshot, write_config)
+from tests.helpers import (REPO, SAMPLE_GLUE, SPM, assert_one_line_error, leftovers, run_script, subprocess_env,
+                           tiny_config, tmpfs, tree_snapshot, write_config)
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +96,31 @@ def test_is_export_knows_every_export_layout(tmp_path):
     assert not savedmodel.is_export(make(tmp_path / "g", "model.tflite", "tflite_info.json", "other.model"))
     assert not savedmodel.is_export(make(tmp_path / "h", "ckpt-4.index", "checkpoint"))
     assert not savedmodel.is_export(make(tmp_path / "i"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("output_format", ["huggingface", "keras_hub"])
+def test_convert_overwrite_never_deletes_what_it_did_not_write(training_output, tmp_path, output_format):
+    """`--overwrite` over a folder holding a user's file (a thesis, a GLUE folder, a training run) is refused in
+    one line with everything left as it was; over its own earlier output it replaces it."""
+    prefix = str(training_output / "best_checkpoint" / "ckpt-4")
+    folder = tmp_path / "thesis"
+    folder.mkdir()
+    (folder / "thesis.tex").write_text("four years of work")
+    args = [f"--input_checkpoint={prefix}", f"--albert_config_file={training_output}/albert_config.json",
+            f"--output_format={output_format}", f"--spm_model_file={SPM}", "--overwrite"]
+    command = [sys.executable, "-m", "albert_tf.convert"]
+    before = tree_snapshot(folder)
+    result = subprocess.run([*command, *args, f"--output_path={folder}"], cwd=REPO, env=subprocess_env(),
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert_one_line_error(result, str(folder), "thesis.tex", "did not write", status=1)
+    assert tree_snapshot(folder) == before and leftovers(tmp_path) == []
+    fresh = tmp_path / "converted"
+    for _ in range(2):  # written, then replaced: its own output
+        result = subprocess.run([*command, *args, f"--output_path={fresh}"], cwd=REPO, env=subprocess_env(),
+                                capture_output=True, text=True, timeout=600, check=False)
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert leftovers(tmp_path) == []
 
 
 def test_convert_refuses_to_write_over_its_input(training_output, tmp_path):

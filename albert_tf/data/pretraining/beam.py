@@ -28,6 +28,7 @@ file matching the output pattern is left; a run whose outputs already exist is r
 """
 
 import contextlib
+import io
 import logging
 import math
 import os
@@ -121,10 +122,13 @@ def _option_parser():
 def pipeline_options(args):
     """`PipelineOptions` of Beam command-line arguments; an argument Beam does not know raises `UsageError`."""
     args = list(args)
+    printed = io.StringIO()
     try:
-        _, unknown = _option_parser().parse_known_args(args)
-    except SystemExit:  # argparse has printed why (a bad value of a Beam option)
-        raise UsageError(f"bad Beam pipeline options: {' '.join(args)}") from None
+        with contextlib.redirect_stderr(printed):
+            _, unknown = _option_parser().parse_known_args(args)
+    except SystemExit:  # argparse printed its usage and, last, why (a bad value of a Beam option)
+        why = (printed.getvalue().strip().splitlines() or ["bad value"])[-1].split(" error: ", 1)[-1]
+        raise UsageError(f"Beam pipeline option {why}") from None
     flags_unknown = [a for a in unknown if a.startswith("-")]
     if flags_unknown:
         raise UsageError(f"unknown flag {flags_unknown[0].split('=')[0]} (neither this script's flag nor a Beam "
