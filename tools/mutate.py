@@ -318,13 +318,15 @@ def check_imports(workdir):
         raise RuntimeError(f"the tests would not import the copy in {workdir}: {out}")
 
 
-def run_tests(workdir, tests, timeout):
+def run_tests(workdir, tests, timeout, log=None):
     """(outcome, seconds) of pytest on `tests` in `workdir`: passed, failed, or timeout (then pytest and every
-    process it started are killed)."""
+    process it started are killed). Its output goes to the file `log` (default: nowhere)."""
     started = time.monotonic()
     command = [sys.executable, "-m", "pytest", *PYTEST_ARGS, *tests]
-    with subprocess.Popen(command, cwd=workdir, env=_env(workdir), stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL, start_new_session=True) as process:
+    output = open(log, "w", encoding="utf-8") if log else subprocess.DEVNULL  # pylint: disable=consider-using-with
+    with output if log else contextlib.nullcontext(), subprocess.Popen(
+            command, cwd=workdir, env=_env(workdir), stdout=output, stderr=subprocess.STDOUT,
+            start_new_session=True) as process:
         try:
             returncode = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -410,14 +412,18 @@ def main(argv=None):
     report = {"module": module, "tests": tests, "operators": args.operators.split(","), "commit": args.commit,
               "source_sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "mutants_selected": len(mutants), "complete": False}
+              "lines": args.lines or None, "only": args.only or None, "mutants_selected": len(mutants),
+              "complete": False}
     workdir = make_workdir(args.workdir, commit=args.commit)
     target = os.path.join(workdir, module)
     results = []
     try:
         check_imports(workdir)
-        baseline, report["baseline_seconds"] = run_tests(workdir, tests, None)
+        log = os.path.join(workdir, "baseline.log")
+        baseline, report["baseline_seconds"] = run_tests(workdir, tests, None, log)
         if baseline != "passed":
+            with open(log, encoding="utf-8") as f:
+                print(f.read()[-5000:], file=sys.stderr)
             raise RuntimeError(f"the selected tests do not pass on the unmutated module: {tests}")
         timeout = args.timeout or 3 * report["baseline_seconds"] + 30
         print(f"{len(mutants)} mutants of {module}; baseline {report['baseline_seconds']:.1f}s, timeout "

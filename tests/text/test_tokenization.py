@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from albert_tf.text import tokenization
 from albert_tf.text.tokenization import (FullTokenizer, TokenizerError, encode_pair, preprocess_lines, preprocess_text,
                                         truncate_seq_pair)
 from tests.helpers import DATA_DIR
@@ -29,6 +30,7 @@ def test_known_ids_with_cls_sep(tokenizer):
 
 def test_special_ids(tokenizer):
     assert [tokenizer.token_id(t) for t in ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")] == [0, 1, 2, 3, 4]
+    assert tokenization.SPECIAL_TOKENS == tuple(tokenizer.convert_ids_to_tokens(range(5)))  # the model's first
     assert tokenizer.pad_id == 0 and tokenizer.unk_token == "<unk>" and tokenizer.is_sentencepiece
     assert tokenizer.convert_ids_to_tokens([2, 10975, 3]) == ["[CLS]", "▁hello", "[SEP]"]
     with pytest.raises(TokenizerError, match="30k-clean.model"):
