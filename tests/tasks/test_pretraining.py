@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 
 import keras
 import numpy as np
@@ -21,8 +22,9 @@ from albert_tf import checkpoints
 from albert_tf.checkpoints import CheckpointError, native
 from albert_tf.config import AlbertConfig
 from albert_tf.data import records
+from albert_tf.errors import DataError
 from albert_tf.model import dummy_inputs
-from albert_tf.tasks.pretraining import PretrainingParams, TrainablePretraining, run_pretraining
+from albert_tf.tasks.pretraining import PretrainingParams, PretrainingTask, TrainablePretraining, run_pretraining
 from albert_tf.train import distribution
 from albert_tf.train.distribution import StrategyError
 from albert_tf.train.optimization import LAMB, create_optimizer
@@ -260,6 +262,36 @@ def test_eval_metrics_weight_masked_lm_accuracy_by_masked_lm_weights(pretraining
     assert EVAL_KEYS <= set(results)
     for name in EVAL_KEYS:
         assert results[name] == pytest.approx(expected[name], rel=1e-5, abs=1e-6), name
+
+
+def test_eval_is_at_most_max_eval_steps_batches_and_ends_with_the_records(pretraining_records, tmp_path):
+    """More `max_eval_steps` than the records have batches (the demo's 20 on its held-out book): every batch is
+    evaluated once and Keras does not warn that the input ran out of data; fewer: only the first ones."""
+    path, seq, preds = pretraining_records
+    batches = sum(1 for _ in tf.data.TFRecordDataset(path)) // 4  # full batches of 4
+    assert batches >= 2
+    model = _model()
+    model.compile()
+
+    def first(n):
+        data = records.pretraining_dataset(path, seq, preds, 4, is_training=False).take(n)
+        return model.evaluate(data, return_dict=True, verbose=0)
+
+    strategy = tf.distribute.get_strategy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        beyond = PretrainingTask().evaluate(model, _params(pretraining_records, tmp_path, eval_batch_size=4,
+                                                            max_eval_steps=batches + 5), strategy)
+        one = PretrainingTask().evaluate(model, _params(pretraining_records, tmp_path, eval_batch_size=4,
+                                                         max_eval_steps=1), strategy)
+    assert not [w for w in caught if "ran out of data" in str(w.message)]
+    for results, expected in ((beyond, first(batches)), (one, first(1))):
+        for name in EVAL_KEYS:
+            assert results[name] == pytest.approx(expected[name], rel=1e-5), name
+    assert beyond["masked_lm_loss"] != pytest.approx(one["masked_lm_loss"], rel=1e-5)
+    too_big = 4 * batches + 4
+    with pytest.raises(DataError, match=f"hold .* fewer than one batch of --eval_batch_size={too_big}"):
+        PretrainingTask().evaluate(model, _params(pretraining_records, tmp_path, eval_batch_size=too_big), strategy)
 
 
 # ----------------------------------------------------------------- a whole tiny run
