@@ -99,6 +99,42 @@ def test_sst2_sentences_with_latex_quotes_get_the_originals_ids(tokenizer):
         assert mapped != expected
 
 
+@pytest.fixture(scope="module")
+def digit_comma_model():
+    """A small SentencePiece model with pieces 30k-clean.model lacks: "9," and "12," inside a word (no "▁"), and
+    "▁12", so that the digit-comma rule's re-encoding meets both of its cases (a lone "▁" dropped, a "▁" cut)."""
+    import io  # pylint: disable=import-outside-toplevel
+
+    import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+
+    with open(os.path.join(DATA_DIR, "corpus", "sample_text.txt"), encoding="utf-8") as f:
+        lines = [line.strip() for line in f if line.strip()]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=300,
+                                   user_defined_symbols=["9,", "12,", "\u258112"], minloglevel=2)
+    return spm.SentencePieceProcessor(model_proto=model.getvalue())
+
+
+def test_the_digit_comma_rule_on_pieces_inside_a_word(digit_comma_model):
+    sp = digit_comma_model
+    assert sp.encode("a9, b", out_type=str) == ["▁a", "9,", "▁b"] and sp.encode("9", out_type=str) == ["▁", "9"]
+    assert sp.encode("a12, b", out_type=str) == ["▁a", "12,", "▁b"] and sp.encode("12", out_type=str) == ["▁12"]
+    assert tokenization.encode_pieces(sp, "a9, b") == ["▁a", "9", ",", "▁b"]
+    assert tokenization.encode_pieces(sp, "a12, b") == ["▁a", "12", ",", "▁b"]
+    for text in ("a9, b", "a12, b", "12, x", "x 9,", "9,12,", "in 1990, 9,9, 12,12,"):
+        assert [sp.piece_to_id(p) for p in tokenization.encode_pieces(sp, text)] == original_ids(sp, text), text
+    assert tokenization.encode_pieces(sp, "a9, b".encode()) == ["▁a", "9", ",", "▁b"]  # bytes are UTF-8 text
+
+
+def test_encode_pieces_samples_only_when_asked(tokenizer):
+    text = "the unbelievably understated performances, 1,000, of everyone"
+    assert [tokenization.encode_pieces(tokenizer.sp_model, preprocess_text(text, lower=True)) for _ in range(5)] == \
+        [tokenizer.tokenize(text)] * 5
+    sampled = {tuple(tokenizer.tokenize(text, sample=True)) for _ in range(40)}
+    assert len(sampled) > 5  # subword regularisation: other segmentations of the same text
+    assert all("".join(pieces) == "".join(tokenizer.tokenize(text)) for pieces in sampled)
+
+
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("remove_space", [True, False])
 def test_preprocess_text_is_the_originals_rule(lower, remove_space):
