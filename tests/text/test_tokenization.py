@@ -165,11 +165,13 @@ def test_bytes_input_drops_invalid_utf8(tokenizer):
 
 def test_missing_and_bad_model_files(tmp_path):
     missing = tmp_path / "nope.model"
-    with pytest.raises(TokenizerError, match="nope.model"):
+    with pytest.raises(TokenizerError, match="SentencePiece model file not found: .*nope.model"):
         FullTokenizer(spm_model_file=str(missing))
+    with pytest.raises(TokenizerError, match="SentencePiece model file not found: .*tmp"):
+        FullTokenizer(spm_model_file=str(tmp_path))  # a folder
     garbage = tmp_path / "garbage.model"
     garbage.write_bytes(b"this is not a sentencepiece model")
-    with pytest.raises(TokenizerError, match="garbage.model"):
+    with pytest.raises(TokenizerError, match="cannot read SentencePiece model .*garbage.model"):
         FullTokenizer(spm_model_file=str(garbage))
     with pytest.raises(TokenizerError, match="spm_model_file"):
         FullTokenizer()
