@@ -32,6 +32,7 @@ def test_special_ids(tokenizer):
     assert [tokenizer.token_id(t) for t in ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")] == [0, 1, 2, 3, 4]
     assert tokenization.SPECIAL_TOKENS == tuple(tokenizer.convert_ids_to_tokens(range(5)))  # the model's first
     assert tokenizer.pad_id == 0 and tokenizer.unk_token == "<unk>" and tokenizer.is_sentencepiece
+    assert tokenizer.wordpiece is None and tokenizer.sp_model is not None
     assert tokenizer.convert_ids_to_tokens([2, 10975, 3]) == ["[CLS]", "▁hello", "[SEP]"]
     with pytest.raises(TokenizerError, match="30k-clean.model"):
         tokenizer.token_id("[NOPE]")
@@ -42,6 +43,19 @@ def test_uppercase_is_folded(tokenizer, spm_model_file):
     cased = FullTokenizer(spm_model_file=spm_model_file, do_lower_case=False)
     assert cased.tokenize("Hello") != tokenizer.tokenize("Hello")
     assert cased.tokenize("hello") == tokenizer.tokenize("hello")
+    # Lower-casing is the default, as in the original (uncased models).
+    assert FullTokenizer(spm_model_file=spm_model_file).tokenize("Hello, My DOG") == tokenizer.tokenize("hello, my dog")
+
+
+def test_wordpiece_mode_names_its_file_and_pads_with_0_without_a_pad_token(tmp_path):
+    wordpiece = FullTokenizer(vocab_file=VOCAB_ZH)
+    assert wordpiece.wordpiece is not None and not wordpiece.is_sentencepiece and wordpiece.pad_id == 0
+    with pytest.raises(TokenizerError, match="vocab_chinese.txt"):
+        wordpiece.token_id("[NOPE]")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[UNK]\n[CLS]\n[SEP]\nhello\n", encoding="utf-8")
+    small = FullTokenizer(vocab_file=str(vocab))
+    assert small.pad_id == 0 and small.convert_tokens_to_ids(small.tokenize("hello")) == [3]
 
 
 def test_accents_are_stripped(tokenizer):
