@@ -501,6 +501,30 @@ def candidate_files(cand):
             "max_seq_length": cand["seq"]}
 
 
+REFERENCE_JSON = os.path.join(REPO, "bench", "results", "pretrain_finetune_more_text.json")
+
+
+def reference_curve(work_dir):
+    """Today's recipe for comparison: the held-out curve of bench_pretrain_finetune.py's second run (the same
+    training text, records and held-out book: 30k, sequence 128, stored masks, dupe 15; LAMB 5e-3, 500 warm-up
+    steps, decay to 0 at 5,000 steps of batch 64), by tokens; None without its results file."""
+    counts_path = os.path.join(work_dir, "records", f"v{BASE_VOCAB}-s{UNIT_SEQ}", "counts.json")
+    if not (os.path.exists(REFERENCE_JSON) and os.path.exists(counts_path)):
+        return None
+    with open(REFERENCE_JSON, encoding="utf-8") as f:
+        run = json.load(f)
+    with open(counts_path, encoding="utf-8") as f:
+        chars = json.load(f)["eval"]["chars_per_masked_piece"]
+    batch, seq = run["flags"]["pretrain_batch_size"], run["flags"]["max_seq_length"]
+    curve = [{"step": int(step), "tokens": int(step) * batch * seq, "masked_lm_accuracy": r["masked_lm_accuracy"],
+              "masked_lm_loss": r["masked_lm_loss"],
+              "masked_lm_bits_per_char": r["masked_lm_loss"] / chars / math.log(2),
+              "sentence_order_accuracy": r["sentence_order_accuracy"]}
+             for step, r in sorted(run["pretrain_history"].items(), key=lambda kv: int(kv[0]))]
+    return {"source": os.path.relpath(REFERENCE_JSON, REPO), "command": run["command"],
+            "recipe": "lamb-lr0.005-wu500of5000steps-v30k-s128-stored", "curve": curve}
+
+
 def write_results(state, settings, started):
     """Rewrites --results_json from the state (via common.write_result: command, date, machine, load)."""
     rungs = []
@@ -525,18 +549,20 @@ def write_results(state, settings, started):
         "selection_metric": "held-out masked-LM bits per character at the rung's end (lower is better)",
         "goal": "held-out masked-LM accuracy >= 0.25 and held-out sentence-order accuracy above the chance band",
         "rungs": rungs, "candidates": candidates, "best_so_far": best and best["name"],
+        "reference": reference_curve(os.path.abspath(FLAGS.work_dir)),
         "complete": state["rungs"][-1]["survivors"] is not None and len(state["rungs"]) == len(settings["rung_steps"]),
         "started": started}
     common.write_result(figures, FLAGS.results_json)
     try:
-        plot(candidates, FLAGS.plot)
+        plot(candidates, figures["reference"], FLAGS.plot)
     except ImportError as err:
         log(f"no plot ({err})")
 
 
-def plot(candidates, path):
+def plot(candidates, reference, path):
     """The held-out curves of every candidate by tokens processed: masked-LM accuracy (the goal, 0.25, dotted),
-    bits per character (the selection metric) and sentence-order accuracy with its chance band (shaded)."""
+    bits per character (the selection metric) and sentence-order accuracy with its chance band (shaded); today's
+    recipe (`reference`) in black, dashed."""
     import matplotlib  # pylint: disable=import-outside-toplevel
 
     matplotlib.use("Agg")
@@ -552,6 +578,10 @@ def plot(candidates, path):
         for ax, (key, _) in zip(axes, keys):
             ax.plot([p["tokens"] / 1e6 for p in curve], [p[key] for p in curve], "o-", ms=2.5, lw=1.2,
                     color=cmap(i % 20), label=name if ax is axes[0] else None)
+    if reference:
+        for ax, (key, _) in zip(axes, keys):
+            ax.plot([p["tokens"] / 1e6 for p in reference["curve"]], [p[key] for p in reference["curve"]], "k--",
+                    lw=1.2, label="today's recipe (bench_pretrain_finetune, 2nd run)" if ax is axes[0] else None)
     for ax, (key, title) in zip(axes, keys):
         ax.set(title=title, xlabel="tokens processed (millions)", xscale="log")
         ax.grid(alpha=0.3)
