@@ -225,3 +225,14 @@ def test_encode_pair_empty_second_text_gives_single_layout(tokenizer):
     assert single[0][:8] == [2, 10975, 15, 51, 1952, 25, 10901, 3] and single[0][8:] == [0] * 4
     with pytest.raises(ValueError, match="at least 3"):
         encode_pair(tokenizer, "a", "b", 2)
+
+
+def test_encode_pair_shortest_lengths_and_default(tokenizer):
+    """The shortest layouts are allowed (a pair in 3 places, a text in 2), one less is an error; the default
+    length is the original's max_seq_length, 128."""
+    assert encode_pair(tokenizer, "hello", "dog", 3) == ([2, 3, 0], [1, 1, 0], [0, 0, 0])  # both cut to nothing
+    assert encode_pair(tokenizer, "hello", None, 2) == ([2, 3], [1, 1], [0, 0])
+    with pytest.raises(ValueError, match="at least 2, got 1"):
+        encode_pair(tokenizer, "hello", None, 1)
+    ids, mask, segments = encode_pair(tokenizer, "hello", "dog")
+    assert len(ids) == len(mask) == len(segments) == 128 and ids[:5] == [2, 10975, 3, 1952, 3]
