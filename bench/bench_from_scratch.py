@@ -14,11 +14,19 @@ Writes bench/results/from_scratch.json.
   python bench/bench_from_scratch.py --books_dir=<folder of plain-text books> [--copies=1,4]
 
 Without --books_dir it uses the shipped excerpts in data/corpus/ (0.5 MB; too small for the memory question).
+
+With --vocab_limits it measures instead the largest `--vocab_size` `create_vocab.py` (the default unigram recipe)
+accepts on the first 1, 2, 5 MB of the prepared books, on all of them, and on all of them repeated: SentencePiece
+names the limit when a larger size is refused, and the limit is then trained (accepted) and the limit + 1 tried
+(refused). Writes bench/results/vocab_limits.json.
+
+  python bench/bench_from_scratch.py --vocab_limits --books_dir=../shared/data/corpus/gutenberg
 """
 
 import argparse
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,6 +126,73 @@ def extrapolate(small, large, dupe_factor):
     return out
 
 
+# create_vocab.py's one line when SentencePiece refuses a size: it names the largest the text allows.
+TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
+PROBE_SIZE = 1_000_000  # above any limit a corpus of these sizes has
+
+
+def create_vocab(corpus, vocab_size, work):
+    """Runs `create_vocab.py` on `corpus` at `vocab_size`; returns (accepted, output, wall seconds)."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1",
+           "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, os.path.join(REPO, "create_vocab.py"), f"--input_file={corpus}",
+                           f"--model_prefix={work}/vocab", f"--vocab_size={vocab_size}", "--progress_interval=0"],
+                          cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    return done.returncode == 0, done.stdout + done.stderr, time.perf_counter() - start
+
+
+def vocab_limit(corpus, work):
+    """The largest `--vocab_size` accepted on `corpus`: the limit SentencePiece names when refusing
+    `PROBE_SIZE`, checked by training it (accepted) and the limit + 1 (refused)."""
+    accepted, output, _ = create_vocab(corpus, PROBE_SIZE, work)
+    found = TOO_HIGH.search(output)
+    if accepted or not found:
+        raise SystemExit(f"create_vocab.py at --vocab_size={PROBE_SIZE} on {corpus} did not name a limit:\n"
+                         f"{output[-3000:]}")
+    limit = int(found.group(2))
+    at_limit, output, seconds = create_vocab(corpus, limit, work)
+    if not at_limit:
+        raise SystemExit(f"create_vocab.py refused the limit it named ({limit}) on {corpus}:\n{output[-3000:]}")
+    above, output, _ = create_vocab(corpus, limit + 1, work)
+    if above:
+        raise SystemExit(f"create_vocab.py accepted {limit + 1}, above the limit it named ({limit}), on {corpus}")
+    return {"largest_vocab_size": limit, "train_wall_s_at_limit": seconds}
+
+
+def text_slice(corpus, mb, path, repeat=1):
+    """The first `mb` MB of `corpus` (None: all of it) cut at a line end, `repeat` times, written to `path`;
+    returns (MB, lines)."""
+    with open(corpus, "rb") as f:
+        text = f.read()
+    if mb is not None:
+        text = text[:text.rfind(b"\n", 0, int(mb * MB)) + 1]
+    with open(path, "wb") as f:
+        for _ in range(repeat):
+            f.write(text)
+    return len(text) * repeat / MB, text.count(b"\n") * repeat
+
+
+def measure_vocab_limits(books, work, slices_mb, repeat):
+    """The largest vocabulary of each slice of the prepared `books` (see `vocab_limit`)."""
+    raw = os.path.join(work, "raw")
+    make_books(books, 1, raw)
+    corpus = os.path.join(work, "corpus.txt")
+    run_step("prepare", ["prepare_corpus.py", f"--input_file={raw}/*.txt", f"--output_file={corpus}",
+                         "--document_per_file", "--nodeduplicate", "--num_workers=1", "--progress_interval=0"], work)
+    total_mb = os.path.getsize(corpus) / MB
+    plan = [(mb, 1) for mb in slices_mb if mb < total_mb] + [(None, 1)] + ([(None, repeat)] if repeat > 1 else [])
+    rows = []
+    for mb, times in plan:
+        path = os.path.join(work, f"slice-{mb}-{times}.txt")
+        size_mb, lines = text_slice(corpus, mb, path, times)
+        row = {"text_mb": size_mb, "lines": lines, "repeated": times, **vocab_limit(path, work)}
+        print(f"{size_mb:6.2f} MB ({lines} lines{f', the corpus {times} times' if times > 1 else ''}): "
+              f"largest --vocab_size {row['largest_vocab_size']}", flush=True)
+        rows.append(row)
+    return {"corpus_mb": total_mb, "slices": rows}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--books_dir", default=None, help="Folder of plain-text books (*.txt); default: the shipped "
@@ -127,12 +202,27 @@ def main():
     parser.add_argument("--max_seq_length", type=int, default=512)
     parser.add_argument("--max_predictions_per_seq", type=int, default=20)
     parser.add_argument("--dupe_factor", type=int, default=40, help="The dupe factor extrapolated to.")
-    parser.add_argument("--output", default=os.path.join(REPO, "bench", "results", "from_scratch.json"))
+    parser.add_argument("--output", default=None, help="Default: bench/results/from_scratch.json, with "
+                        "--vocab_limits bench/results/vocab_limits.json.")
+    parser.add_argument("--vocab_limits", action="store_true", help="Measure the largest vocabulary per corpus "
+                        "size instead (see the module docstring).")
+    parser.add_argument("--vocab_slices_mb", default="1,2,5", help="--vocab_limits: slice sizes in MB (sizes "
+                        "above the corpus are left out; the whole corpus is always measured).")
+    parser.add_argument("--vocab_repeat", type=int, default=4, help="--vocab_limits: also the whole corpus this "
+                        "many times over (1: not).")
     args = parser.parse_args()
     books = sorted(glob.glob(os.path.join(args.books_dir, "*.txt"))) if args.books_dir else sorted(
         glob.glob(os.path.join(REPO, "data", "corpus", "gutenberg-*.txt")))
     if not books:
         raise SystemExit(f"no *.txt books in {args.books_dir}")
+    if args.vocab_limits:
+        with tempfile.TemporaryDirectory() as work:
+            limits = measure_vocab_limits(books, work, [float(x) for x in args.vocab_slices_mb.split(",")],
+                                          args.vocab_repeat)
+        common.write_result({"books": [os.path.basename(b) for b in books], "recipe": "create_vocab.py defaults "
+                             "(unigram, character_coverage 0.99995, do_lower_case)", **limits},
+                            args.output or os.path.join(REPO, "bench", "results", "vocab_limits.json"))
+        return
     load_before = os.getloadavg()[0]
     runs = {}
     with tempfile.TemporaryDirectory() as work:
@@ -155,7 +245,7 @@ def main():
         print(f"{target}: " + ", ".join(f"{n} {h:,.0f} CPU h ({t['cores_for_one_day'][n]} cores for a day)"
                                         for n, h in t["cpu_hours"].items())
               + f"; records {t['records_gb']:,.0f} GB at dupe_factor {args.dupe_factor}")
-    common.write_result(result, args.output)
+    common.write_result(result, args.output or os.path.join(REPO, "bench", "results", "from_scratch.json"))
 
 
 if __name__ == "__main__":
