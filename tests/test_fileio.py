@@ -215,6 +215,12 @@ def test_an_output_under_a_file_names_the_output(tmp_path):
     target = blocker / "out" / "x.txt"
     with pytest.raises(fileio.OutputError, match=rf"cannot write --output_file {target}: "):
         fileio.write_text(str(target), "x", what=f"--output_file {target}")
+    # Without `what`, the path itself is named; a checkpoint prefix likewise.
+    with pytest.raises(fileio.OutputError, match=rf"cannot write {target}: "):
+        fileio.write_text(str(target), "x")
+    with pytest.raises(fileio.OutputError, match=rf"cannot write {blocker}/out/ckpt: "):
+        with fileio.atomic_prefix(str(blocker / "out" / "ckpt")):
+            pytest.fail("no staging folder under a file")
     assert blocker.read_text().startswith("a file")
 
 
@@ -282,6 +288,12 @@ def test_no_write_replaces_a_protected_input(tmp_path):
             with fileio.atomic_path(str(tmp_path), directory=True, replace_directory_ok=True):
                 pytest.fail("no work may start")
         fileio.write_text(str(tmp_path / "other.txt"), "x")
+        # A checkpoint whose .index would be the input: refused before its block runs.
+        index = tmp_path / "model.ckpt.index"
+        with fileio.inputs_protected([("--init_checkpoint", str(index))]):
+            with pytest.raises(fileio.UsageError, match=r"model.ckpt.index would overwrite the input"):
+                with fileio.atomic_prefix(str(tmp_path / "model.ckpt")):
+                    pytest.fail("no work may start")
     assert records.read_text() == "the user's file"
     fileio.write_results(str(records), {"a": 1})  # outside the block nothing is protected
 
