@@ -232,6 +232,27 @@ def test_auto_tokenizer_gives_full_tokenizer_ids(encoder_folder):
     assert not any(ids[length:])
 
 
+# Code: brackets around numbers and commas (docs/compatibility.md, "Where Hugging Face's AlbertTokenizer differs").
+CODE = "Python: sorted([3, 1, 2]) == [1, 2, 3]."
+CODE_PIECES = ["▁python", ":", "▁sorted", "(", "[", "3", ",", "▁1", ",", "▁2", "]", ")", "▁=", "=", "▁[", "1", ",",
+               "▁2", ",", "▁3", "]", "."]
+CODE_TEXTS = [CODE, "[3, 1, 2]", "3, 1", "[1, 2, 3].", "x=[1,2,3],", "f(1,2)", "{1, 2}", "(3, 4)", "[10,"]
+
+
+def test_tokenizer_json_splits_code_as_full_tokenizer(encoder_folder):
+    """Brackets, digits and commas: the exported tokenizer (transformers, and tokenizer.json read by `tokenizers`)
+    gives FullTokenizer's ids, the digit-comma pieces split as the original splits them (`▁1` `,`, not `▁1,`)."""
+    theirs = transformers.AutoTokenizer.from_pretrained(encoder_folder[1], local_files_only=True)
+    raw = tokenizers.Tokenizer.from_file(os.path.join(encoder_folder[1], huggingface_tokenizer.TOKENIZER_JSON))
+    ours = FullTokenizer(spm_model_file=SPM, do_lower_case=True)
+    assert ours.tokenize(CODE) == CODE_PIECES
+    for text in CODE_TEXTS:
+        expected = ours.convert_tokens_to_ids(ours.tokenize(text))
+        assert theirs(text, add_special_tokens=False)["input_ids"] == expected, text
+        assert raw.encode(text, add_special_tokens=False).ids == expected, text
+    assert theirs.convert_ids_to_tokens(theirs(CODE, add_special_tokens=False)["input_ids"]) == CODE_PIECES
+
+
 def test_tokenizer_json_is_what_keeps_the_ids(encoder_folder, tmp_path):
     """Built from spiece.model alone, transformers 5 splits the text at the model's user-defined pieces first
     (docs/compatibility.md): most lines get other ids. The day it does not, the tokenizer.json may go."""

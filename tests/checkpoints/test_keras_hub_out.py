@@ -20,8 +20,8 @@ from albert_tf.checkpoints import keras_hub_writer
 from albert_tf.model import AlbertModel, dummy_inputs
 from albert_tf.tasks.classification import build_classifier
 from albert_tf.text.tokenization import FullTokenizer, preprocess_text
-from tests.helpers import (REPO, SPM, assert_one_line_error, leftovers, padded_batch, randomize, subprocess_env,
-                           tiny_config)
+from tests.helpers import (FIXTURES_DIR, REPO, SPM, assert_one_line_error, leftovers, padded_batch, randomize,
+                           subprocess_env, tiny_config)
 
 TEXTS = ["the quick brown fox jumped over the lazy dog.", "Hello World, Héllo CAFÉ!", "  spaces   and\ttabs ",
          "it cost 1,000, then 2,500 more.", "ALBERT: A Lite BERT for Self-supervised Learning"]
@@ -96,6 +96,32 @@ def test_tokenizer_from_preset_gives_the_ids_after_the_original_s_lowercasing(co
     assert [int(i) for i in np.asarray(theirs(TEXTS[1]))] != ours.convert_tokens_to_ids(ours.tokenize(TEXTS[1]))
     assert theirs.vocabulary_size() == 30000
     assert theirs.token_to_id("[CLS]") == ours.token_id("[CLS]")
+
+
+CODE = "Python: sorted([3, 1, 2]) == [1, 2, 3]."
+
+
+def test_tokenizer_keeps_digit_comma_pieces_whole(converted):
+    """keras-hub has no digit-comma re-split (docs/compatibility.md): where SentencePiece's best piece ends in a
+    digit and a comma (`▁1,`) keras-hub keeps it, the original splits it (`▁1` `,`). Everywhere else in code
+    (brackets, `3,` after a bracket, `1,2`) and on every line of the held-out sample, the ids are FullTokenizer's."""
+    theirs = keras_hub.models.AlbertTokenizer.from_preset(converted[2])
+    ours = FullTokenizer(spm_model_file=SPM, do_lower_case=True)
+
+    def pieces(text):
+        return [theirs.id_to_token(int(i)) for i in np.asarray(theirs(preprocess_text(text, lower=True)))]
+
+    assert ours.tokenize(CODE) == ["▁python", ":", "▁sorted", "(", "[", "3", ",", "▁1", ",", "▁2", "]", ")", "▁=",
+                                   "=", "▁[", "1", ",", "▁2", ",", "▁3", "]", "."]
+    assert pieces(CODE) == ["▁python", ":", "▁sorted", "(", "[", "3", ",", "▁1,", "▁2", "]", ")", "▁=", "=", "▁[",
+                            "1", ",", "▁2,", "▁3", "]", "."]
+    assert (ours.tokenize("3, 1"), pieces("3, 1")) == (["▁3", ",", "▁1"], ["▁3,", "▁1"])
+    with open(os.path.join(FIXTURES_DIR, "text_sample.txt"), encoding="utf-8") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    assert len(lines) > 300
+    for text in lines + ["[10,", "x=[1,2,3],", "f(1,2)", "{1, 2}", "(3, 4)", "[1,"]:
+        expected = ours.convert_tokens_to_ids(ours.tokenize(text))
+        assert [int(i) for i in np.asarray(theirs(preprocess_text(text, lower=True)))] == expected, text
 
 
 def test_fine_tuned_classifier_opens_as_albert_text_classifier(tmp_path):
