@@ -58,6 +58,11 @@ def test_atomic_prefix_moves_the_index_last_and_leaves_nothing_on_failure(tmp_pa
     assert renames[-1] == "model.ckpt-7.index"
     assert {name: open(f"{prefix}.{name}").read() for name in names} == {name: name for name in names}
     assert sorted(os.listdir(tmp_path / "out")) == sorted(f"model.ckpt-7.{name}" for name in names)
+    with fileio.atomic_prefix(prefix) as staged:  # written again: the old files are replaced
+        for name in names:
+            with open(f"{staged}.{name}", "w") as f:
+                f.write(name + " again")
+    assert {name: open(f"{prefix}.{name}").read() for name in names} == {name: name + " again" for name in names}
     with pytest.raises(ZeroDivisionError):
         with fileio.atomic_prefix(str(tmp_path / "out" / "other")) as staged:
             with open(staged + ".index", "w") as f:

@@ -115,8 +115,9 @@ def test_sst2_sentences_with_latex_quotes_get_the_originals_ids(tokenizer):
 
 @pytest.fixture(scope="module")
 def digit_comma_model():
-    """A small SentencePiece model with pieces 30k-clean.model lacks: "9," and "12," inside a word (no "▁"), and
-    "▁12", so that the digit-comma rule's re-encoding meets both of its cases (a lone "▁" dropped, a "▁" cut)."""
+    """A small SentencePiece model with pieces 30k-clean.model lacks: "9,", "12,", "129," and "912," inside a word
+    (no "▁"), and "▁12", so that the digit-comma rule's re-encoding meets both of its cases (a lone "▁" dropped, a
+    "▁" cut), each with one and with two pieces."""
     import io  # pylint: disable=import-outside-toplevel
 
     import sentencepiece as spm  # pylint: disable=import-outside-toplevel
@@ -125,7 +126,7 @@ def digit_comma_model():
         lines = [line.strip() for line in f if line.strip()]
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=300,
-                                   user_defined_symbols=["9,", "12,", "\u258112"], minloglevel=2)
+                                   user_defined_symbols=["9,", "12,", "\u258112", "129,", "912,"], minloglevel=2)
     return spm.SentencePieceProcessor(model_proto=model.getvalue())
 
 
@@ -135,9 +136,13 @@ def test_the_digit_comma_rule_on_pieces_inside_a_word(digit_comma_model):
     assert sp.encode("a12, b", out_type=str) == ["▁a", "12,", "▁b"] and sp.encode("12", out_type=str) == ["▁12"]
     assert tokenization.encode_pieces(sp, "a9, b") == ["▁a", "9", ",", "▁b"]
     assert tokenization.encode_pieces(sp, "a12, b") == ["▁a", "12", ",", "▁b"]
-    for text in ("a9, b", "a12, b", "12, x", "x 9,", "9,12,", "in 1990, 9,9, 12,12,"):
+    assert sp.encode("129", out_type=str) == ["▁12", "9"] and sp.encode("912", out_type=str) == ["▁", "912"]
+    assert tokenization.encode_pieces(sp, "a129, b") == ["▁a", "12", "9", ",", "▁b"]
+    assert tokenization.encode_pieces(sp, "a912, b") == ["▁a", "912", ",", "▁b"]
+    for text in ("a9, b", "a12, b", "12, x", "x 9,", "9,12,", "in 1990, 9,9, 12,12,", "a129, 912,129,"):
         assert [sp.piece_to_id(p) for p in tokenization.encode_pieces(sp, text)] == original_ids(sp, text), text
     assert tokenization.encode_pieces(sp, "a9, b".encode()) == ["▁a", "9", ",", "▁b"]  # bytes are UTF-8 text
+    assert tokenization.encode_pieces(sp, b"a9,\xff b") == ["▁a", "9", ",", "▁b"]  # invalid UTF-8 dropped
 
 
 def test_encode_pieces_samples_only_when_asked(tokenizer):
