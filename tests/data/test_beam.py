@@ -7,6 +7,7 @@ import collections
 import functools
 import glob
 import os
+import sys
 import random
 
 import pytest
@@ -252,11 +253,52 @@ def test_failure_after_the_write_leaves_no_matching_file(tmp_path, monkeypatch):
         raise RuntimeError("cancelled")
 
     monkeypatch.setattr(beam_pipeline, "_stats", fail)
-    with pytest.raises(PretrainingDataError, match="the Beam pipeline failed: RuntimeError: cancelled"):
+    with pytest.raises(PretrainingDataError, match=r"the Beam pipeline writing --output_file .*/out/pretraining failed: "
+                                                   r"RuntimeError: cancelled; no output was kept$"):
         beam_pipeline.create_pretraining_data_beam(CORPUS[0], str(out / "pretraining"), spm_model_file=SPM,
                                                    config=CONFIG, num_output_shards=2, pipeline_args=DIRECT)
     assert sorted(os.listdir(out)) == ["other", "pretraining-notes.txt"]
     assert not glob.glob(str(out / "pretraining-*-of-*"))
+
+
+def test_a_worker_failure_is_one_line_with_the_tracebacks_in_a_log(tmp_path, monkeypatch, capfd):
+    """A crash inside the pipeline (not an input error) is one line naming the output, and keeps Beam's and the
+    workers' tracebacks out of the terminal: what they write goes to a log file, which the line names."""
+    def crash(*args):
+        raise RuntimeError("disk gone")
+
+    monkeypatch.setattr(beam_pipeline, "_finalize", crash)
+    out = tmp_path / "out"
+    with pytest.raises(PretrainingDataError) as failed:
+        beam_pipeline.create_pretraining_data_beam(CORPUS[0], str(out / "pretraining"), spm_model_file=SPM,
+                                                   config=CONFIG, num_output_shards=2, pipeline_args=DIRECT,
+                                                   output_what="--output_dir")
+    message = str(failed.value)
+    assert message.startswith(f"the Beam pipeline writing --output_dir {out}/pretraining failed: ")
+    assert "disk gone" in message and "\n" not in message
+    if "tracebacks: " in message:  # what Beam wrote to stderr (workers in subprocesses) is kept there
+        log = message.rsplit("tracebacks: ", 1)[1].rstrip(")")
+        with open(log, encoding="utf-8") as f:
+            assert "disk gone" in f.read()
+        os.remove(log)
+    assert "Traceback" not in capfd.readouterr().err
+    assert not glob.glob(str(out / "pretraining-*-of-*"))
+
+
+def test_stderr_of_a_failed_run_goes_to_its_log(capfd):
+    """Everything written to file descriptor 2 in the block (a worker subprocess's traceback included) lands in
+    the log, kept when the block fails and removed when it succeeds."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+
+    with pytest.raises(RuntimeError), beam_pipeline._stderr_to_log() as log:  # pylint: disable=protected-access
+        subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('Traceback (a worker)')"], check=True)
+        raise RuntimeError("failed")
+    with open(log, encoding="utf-8") as f:
+        assert f.read() == "Traceback (a worker)"
+    os.remove(log)
+    with beam_pipeline._stderr_to_log() as log:  # pylint: disable=protected-access
+        os.write(2, b"noise")
+    assert not os.path.exists(log) and "noise" not in capfd.readouterr().err
 
 
 def test_no_beam_flags_without_runner(tmp_path):

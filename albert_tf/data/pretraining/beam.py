@@ -35,6 +35,7 @@ import os
 import random
 import re
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -554,6 +555,28 @@ def _quiet_marked_errors():
 
 
 @contextlib.contextmanager
+def _stderr_to_log():
+    """Yields the path of a log file that receives everything written to standard error meanwhile (this process's
+    and its worker subprocesses': Beam's logs and workers' tracebacks, which are long and not the user's to read
+    unless the run fails). The file is removed when the block succeeds; a failure's one line names it."""
+    log = tempfile.NamedTemporaryFile(prefix="albert_tf-beam-", suffix=".log", delete=False)  # pylint: disable=consider-using-with
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(log.fileno(), 2)
+    ok = False
+    try:
+        yield log.name
+        ok = True
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        log.close()
+        if ok or os.path.getsize(log.name) == 0:
+            os.remove(log.name)
+
+
+@contextlib.contextmanager
 def _importable_by_workers(local):
     """Beam's local subprocess workers import this package: its root on their PYTHONPATH for the run."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -666,8 +689,9 @@ def create_pretraining_data_beam(input_files, output_prefix, *, spm_model_file=N
          | "AllWritten" >> beam.GroupByKey()
          | "Finalize" >> beam.Map(_finalize, temp_dir, names))
     result = None
+    log = None
     try:
-        with _importable_by_workers(local), _quiet_marked_errors():
+        with _importable_by_workers(local), _quiet_marked_errors(), _stderr_to_log() as log:
             result = pipeline.run()
             state = result.wait_until_finish()
         if state != PipelineState.DONE:
@@ -688,14 +712,14 @@ def create_pretraining_data_beam(input_files, output_prefix, *, spm_model_file=N
             shutil.rmtree(made_dir, ignore_errors=True)
         if isinstance(err, (PretrainingDataError, KeyboardInterrupt)):
             raise
+        where = f" (Beam's log, with the workers' tracebacks: {log})" if log and os.path.exists(log) else ""
         message = _marked_message(err)
         if message:
             raise PretrainingDataError(message) from None
-        logger.error("the Beam pipeline failed", exc_info=True)
         lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        raise PretrainingDataError(f"the Beam pipeline failed: {type(err).__name__}: "
-                                   f"{lines[-1] if lines else ''} (the log has the workers' traceback); no "
-                                   "output was kept") from None
+        raise PretrainingDataError(f"the Beam pipeline writing {output_what} {output_prefix} failed: "
+                                   f"{type(err).__name__}: {lines[-1] if lines else ''}; no output was kept"
+                                   f"{where}") from None
     stats.files = len(listed)
     stats.elapsed_seconds = time.monotonic() - started
     return stats
