@@ -253,8 +253,8 @@ def test_failure_after_the_write_leaves_no_matching_file(tmp_path, monkeypatch):
         raise RuntimeError("cancelled")
 
     monkeypatch.setattr(beam_pipeline, "_stats", fail)
-    with pytest.raises(PretrainingDataError, match=r"the Beam pipeline writing --output_file .*/out/pretraining failed: "
-                                                   r"RuntimeError: cancelled; no output was kept$"):
+    with pytest.raises(PretrainingDataError, match=r"the Beam pipeline writing --output_file .*/out/pretraining "
+                                                   r"failed: RuntimeError: cancelled; no output was kept$"):
         beam_pipeline.create_pretraining_data_beam(CORPUS[0], str(out / "pretraining"), spm_model_file=SPM,
                                                    config=CONFIG, num_output_shards=2, pipeline_args=DIRECT)
     assert sorted(os.listdir(out)) == ["other", "pretraining-notes.txt"]
