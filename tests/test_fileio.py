@@ -195,7 +195,12 @@ def test_nested_atomic_writes_are_published_by_the_outer_one(tmp_path):
     with fileio.atomic_path(target, directory=True) as tmp:
         fileio.write_text(os.path.join(tmp, "inner", "a.txt"), "a")
         assert os.path.exists(os.path.join(tmp, "inner", "a.txt")) and not os.path.exists(target)
+        with fileio.atomic_path(os.path.join(tmp, "assets", "vocab"), directory=True) as folder:
+            assert folder == os.path.join(tmp, "assets", "vocab") and os.path.isdir(folder)  # made, not staged
+            fileio.write_text(os.path.join(folder, "v.txt"), "v")
     assert open(os.path.join(target, "inner", "a.txt")).read() == "a"
+    assert open(os.path.join(target, "assets", "vocab", "v.txt")).read() == "v"
+    assert set(os.listdir(target)) - {".albert_tf"} == {"assets", "inner"}  # (.albert_tf: the folder's manifest)
 
 
 def test_inputs_are_never_outputs(tmp_path):
