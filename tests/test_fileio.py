@@ -158,6 +158,15 @@ def test_overwrite_replaces_only_what_albert_tf_wrote(tmp_path, monkeypatch, in_
     assert leftovers(tmp_path) == []
 
 
+def test_a_folder_output_over_a_non_empty_folder_needs_replace_directory_ok(tmp_path):
+    with fileio.atomic_path(str(tmp_path / "export"), directory=True) as tmp:
+        (tmp_path / tmp / "a.pb").write_text("a")
+    with pytest.raises(fileio.OutputError, match="cannot write .*export: it exists already"):
+        with fileio.atomic_path(str(tmp_path / "export"), directory=True):
+            pytest.fail("no work may start")
+    assert (tmp_path / "export" / "a.pb").read_text() == "a"
+
+
 def test_a_folder_without_a_manifest_is_never_replaced(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "thesis.tex").write_text("mine")
