@@ -70,7 +70,7 @@ def _processor():
             FLAGS.task_name, train_file=FLAGS.train_file, dev_file=FLAGS.dev_file, test_file=FLAGS.test_file,
             text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column, label_column=FLAGS.label_column,
             guid_column=FLAGS.guid_column, delimiter=FLAGS.delimiter, header=FLAGS.has_header,
-            labels=FLAGS.label_list or None, regression=FLAGS.regression)
+            labels=FLAGS.label_list or None, regression=FLAGS.regression, data_dir=FLAGS.data_dir)
     if not FLAGS.data_dir:
         raise cli.UsageError("--data_dir is required for a GLUE task (or give your own --train_file/--dev_file/"
                              "--test_file)")
