@@ -7,8 +7,8 @@ declared (their bounds, its inputs and outputs, the outputs' locks): a flag absl
 or bool, an unknown flag, a value outside an enum's choices) and a `UsageError` (a flag missing, out of bounds,
 contradicting another, not fitting the model) print as one line, `<script>: error: <message>` naming the flag,
 with exit status 2; an `AlbertError` (bad file, field, line or checkpoint) and an OS error (a missing, unreadable
-or unwritable file) likewise with exit status 1. `--help` and `--helpfull` print the usage as absl does. SIGTERM is handled like Ctrl-C, so
-temporary outputs are removed and worker processes stopped on the way out. Anything else is a bug and keeps its
+or unwritable file) likewise with exit status 1. `--help` lists the script's own flags, `--helpfull` all. SIGTERM is
+handled like Ctrl-C, so temporary outputs are removed and worker processes stopped on the way out. Anything else is a bug and keeps its
 traceback.
 """
 
@@ -214,10 +214,22 @@ def given_flags(argv):
     return names
 
 
+def _worker_task(values):
+    """'<type>-<index>' of this process in a multi-worker job (`--strategy=multi_worker` and TF_CONFIG), whose
+    processes all name the same outputs; None otherwise (a TF_CONFIG that is not JSON is reported by the run)."""
+    if values.get("strategy") != "multi_worker":
+        return None
+    try:
+        task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task", {})
+        return f"{task.get('type', 'worker')}-{int(task.get('index', 0))}"
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
 def guarded_settings(argv):
     """`albert_tf.guard.guarded` over the settings this process declared, with their flags' values."""
     values = {name: flags.FLAGS[name].value for name in DECLARED if name in flags.FLAGS}
-    return guard.guarded(DECLARED, values, given_flags(argv))
+    return guard.guarded(DECLARED, values, given_flags(argv), lock_tag=_worker_task(values))
 
 
 def _quiet_tensorflow():
@@ -267,7 +279,7 @@ def own_flags_key_to_main(flag_values=None):
     `run_*.py` shim or console command that runs it, so `--help` would otherwise list none of them."""
     flag_values = flags.FLAGS if flag_values is None else flag_values
     for module, module_flags in flag_values.flags_by_module_dict().items():
-        if module.split(".")[0] == "albert_tf":
+        if module.split(".")[0] in ("albert_tf", "__main__"):  # __main__: `python -m albert_tf.convert`
             for flag in module_flags:
                 flag_values.register_key_flag_for_module(sys.argv[0], flag)
 

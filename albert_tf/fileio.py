@@ -529,7 +529,7 @@ class DirectoryLock:
         self.what = what
         self.lock_name = lock_name
         self._key = None
-        self._created = False
+        self._created = []  # the folders the lock had to create, deepest first
 
     def acquire(self):
         if is_remote(self.directory):
@@ -559,7 +559,11 @@ class DirectoryLock:
 
     def _lock_file(self, key):
         try:
-            self._created = self._created or not os.path.exists(self.directory)
+            if not self._created:
+                folder = os.path.abspath(self.directory)
+                while not os.path.exists(folder):
+                    self._created.append(folder)
+                    folder = os.path.dirname(folder)
             os.makedirs(os.path.dirname(key), exist_ok=True)
             handle = open(key, "a+", encoding="utf-8")  # pylint: disable=consider-using-with
         except OSError as err:
@@ -579,7 +583,7 @@ class DirectoryLock:
 
     def release(self):
         """Unlocks; the last release removes the lock file (and the staging folder, when empty) while still holding
-        it, and the directory itself when the lock created it and nothing was written there."""
+        it, and the folders the lock created (the directory, and parents it lacked) that nothing was written into."""
         if self._key is None:
             return
         entry = DirectoryLock._held[self._key]
@@ -593,9 +597,11 @@ class DirectoryLock:
             handle.close()
             with contextlib.suppress(OSError):
                 os.rmdir(os.path.dirname(self._key))
-            if entry[2]:
-                with contextlib.suppress(OSError):
-                    os.rmdir(self.directory)
+            for folder in entry[2]:  # made by the lock and left empty by the run
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    break
         self._key = None
 
     def __enter__(self):

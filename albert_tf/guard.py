@@ -109,17 +109,18 @@ def check_collisions(inputs, outputs):
                 raise UsageError(f"{flag_a} and {flag_b} are the same path {path_a}; give each its own")
 
 
-def _lock(flag, path, spec):
+def _lock(flag, path, spec, tag=None):
     """The lock of one output: a folder written into holds its own; a file, or a folder written whole (replaced
-    by a rename), is locked beside it, in its parent's staging folder."""
+    by a rename), is locked beside it, in its parent's staging folder. `tag` names one process of a job whose
+    processes all write the same outputs (a multi-worker run's task): each takes its own lock."""
     if spec.role == "output_dir":
-        return fileio.DirectoryLock(path, flag)
+        return fileio.DirectoryLock(path, flag, lock_name=f"lock-{tag}" if tag else "lock")
     if spec.role == "output_prefix":  # one lock for all its files
-        path = next(path[:-len(s)] for s in spec.writes if path.endswith(s))
+        path = next(path[:len(path) - len(s)] for s in spec.writes if path.endswith(s))
     parent, name = os.path.split(os.path.abspath(path))
     if spec.role == "output_tree" and os.path.isdir(path) and not os.access(parent, os.W_OK):
-        return fileio.DirectoryLock(path, flag)  # replaced in place: its own lock
-    return fileio.DirectoryLock(parent, f"{flag} {path}", lock_name=f"{name}.lock")
+        return fileio.DirectoryLock(path, flag, lock_name=f"lock-{tag}" if tag else "lock")  # replaced in place
+    return fileio.DirectoryLock(parent, f"{flag} {path}", lock_name=f"{name}.{tag}.lock" if tag else f"{name}.lock")
 
 
 def check_input(flag, path, spec):
@@ -147,9 +148,10 @@ def check_output(flag, path, spec):
 
 
 @contextlib.contextmanager
-def guarded(specs, values, order=()):
+def guarded(specs, values, order=(), lock_tag=None):
     """Checks and holds a run's declared settings (see the module docstring) for the block. `specs`: {flag name:
-    FlagSpec}; `values`: {flag name: value}; `order`: the flag names as the user gave them."""
+    FlagSpec}; `values`: {flag name: value}; `order`: the flag names as the user gave them; `lock_tag`: this
+    process's task in a multi-worker job (see `_lock`)."""
     check_bounds(specs, values, order)
     inputs, outputs = declared_files(specs, values)
     for flag, path, spec in inputs:
@@ -159,7 +161,7 @@ def guarded(specs, values, order=()):
         check_output(flag, path, spec)
     with contextlib.ExitStack() as stack:
         for flag, path, spec in outputs:
-            stack.enter_context(_lock(flag, path, spec))
+            stack.enter_context(_lock(flag, path, spec, lock_tag))
             # what a killed run of this output left in the staging folder (its pid gone)
             folder = path if spec.role == "output_dir" else os.path.dirname(os.path.abspath(path))
             if fileio.remove_stale_partials(folder):

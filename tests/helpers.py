@@ -107,6 +107,18 @@ def tree_snapshot(*roots):
     return snapshot
 
 
+def written_entries(folder):
+    """The sorted entries of a folder albert_tf wrote whole, its `.albert_tf/` left out, once its manifest is seen to
+    list exactly the files in it (nothing foreign, nothing missing)."""
+    from albert_tf import fileio  # pylint: disable=import-outside-toplevel
+
+    folder = str(folder)
+    assert fileio.foreign_files(folder) == [], fileio.foreign_files(folder)
+    with open(os.path.join(folder, ".albert_tf", "manifest.json"), encoding="utf-8") as f:
+        assert json.load(f)["files"] == fileio._tree_files(folder)  # pylint: disable=protected-access
+    return sorted(name for name in os.listdir(folder) if name != ".albert_tf")
+
+
 def leftovers(root):
     """Paths under `root` that only a failed or killed write leaves: staging directories (`.albert_tf`, but for
     one holding only the manifest of a directory written whole), partial files and TF's `_temp` checkpoint

@@ -16,6 +16,7 @@ from albert_tf.checkpoints import CheckpointError, load_checkpoint, model_arrays
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import MissingDataError
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
+from tests.helpers import written_entries
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(REPO_ROOT, "tests", "fixtures", "reference")
@@ -68,7 +69,7 @@ def test_tf1_to_hf_to_tf1_is_identical(original_checkpoint, tmp_path):
     hf_dir = str(tmp_path / "hf")
     _run(f"--input_checkpoint={prefix}", f"--albert_config_file={config_file}", "--output_format=huggingface",
          f"--output_path={hf_dir}")
-    assert sorted(os.listdir(hf_dir)) == ["albert_config.json", "config.json", "model.safetensors"]
+    assert written_entries(hf_dir) == ["albert_config.json", "config.json", "model.safetensors"]
     assert AlbertConfig.from_json_file(os.path.join(hf_dir, "albert_config.json")) == config
     assert AlbertConfig.from_json_file(os.path.join(hf_dir, "config.json")) == config  # HF spelling
     tensors = load_file(os.path.join(hf_dir, "model.safetensors"))

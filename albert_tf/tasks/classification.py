@@ -88,14 +88,14 @@ class ClassifierParams(RuntimeParams):
     do_lower_case: bool = setting(True, "Lowercase the input text (True for the uncased English models).")
     max_seq_length: int = setting(512, "The maximum total input sequence length after tokenization; longer "
                                        "sequences are truncated.", bounds=Range(3))
-    do_train: bool = setting(False, "Whether to run training.")
+    do_train: bool = setting(False, "Whether to run training.", trains=False)
     do_eval: bool = setting(False, "Whether to evaluate the checkpoints on the dev set.", trains=False)
     do_predict: bool = setting(False, "Whether to predict the test set.", trains=False)
     train_batch_size: int = setting(32, "Total (global) batch size for training.", bounds=POSITIVE)
     eval_batch_size: int = setting(8, "Total batch size for eval.", bounds=POSITIVE, trains=False)
     predict_batch_size: int = setting(8, "Total batch size for predict.", bounds=POSITIVE, trains=False)
     learning_rate: float = setting(5e-5, "The initial learning rate.", bounds=Range(0, low_open=True))
-    train_step: int = setting(1000, "Total number of training steps.", bounds=NON_NEGATIVE)
+    train_step: int = setting(1000, "Total number of training steps.", bounds=NON_NEGATIVE, trains=False)
     warmup_step: int = setting(0, "Number of steps of linear learning-rate warmup.", bounds=NON_NEGATIVE)
     save_checkpoints_steps: int = setting(1000, "How often to save (and, with --do_eval, evaluate) a checkpoint.",
                                           bounds=POSITIVE, trains=False)

@@ -52,28 +52,28 @@ class PretrainingParams(RuntimeParams):
     input_file: str = setting(help_text="Input TFRecord files: comma-separated globs. Without it: the demo.",
                               flag_default=None, role="input_files")
     output_dir: str = setting(help_text="Where checkpoints, summaries and eval_results.txt are written.",
-                              flag_default=None, role="output_dir", writes=RUN_WRITES)
+                              flag_default=None, role="output_dir", writes=RUN_WRITES, trains=False)
     eval_input_file: str = setting(None, "TFRecords to evaluate on (default: --input_file, as the original).",
-                                   role="input_files")
+                                   role="input_files", trains=False)
     init_checkpoint: str = setting(None, "Initial weights: an original TF1, Hugging Face, keras-hub or albert_tf "
                                          "checkpoint.", role="input_checkpoint")
     max_seq_length: int = setting(512, "Sequence length of the records.", bounds=Range(2))
     max_predictions_per_seq: int = setting(20, "Masked positions per sequence in the records.", bounds=POSITIVE)
-    do_train: bool = setting(True, "Whether to run training.")
-    do_eval: bool = setting(False, "Whether to run eval on the eval input.")
+    do_train: bool = setting(True, "Whether to run training.", trains=False)
+    do_eval: bool = setting(False, "Whether to run eval on the eval input.", trains=False)
     train_batch_size: int = setting(4096, "Global batch size for training.", bounds=POSITIVE)
-    eval_batch_size: int = setting(64, "Global batch size for eval.", bounds=POSITIVE)
+    eval_batch_size: int = setting(64, "Global batch size for eval.", bounds=POSITIVE, trains=False)
     optimizer: str = setting("lamb", "The optimizer for training.", choices=("adamw", "lamb"))
     learning_rate: float = setting(0.00176, "The initial learning rate.", bounds=Range(0, low_open=True))
     poly_power: float = setting(1.0, "The power of the polynomial decay.")
-    num_train_steps: int = setting(125000, "Number of training steps.", bounds=NON_NEGATIVE)
+    num_train_steps: int = setting(125000, "Number of training steps.", bounds=NON_NEGATIVE, trains=False)
     num_warmup_steps: int = setting(3125, "Number of warmup steps.", bounds=NON_NEGATIVE)
     start_warmup_step: int = setting(0, "The step at which warmup starts.")
-    save_checkpoints_steps: int = setting(5000, "How often to save a checkpoint.", bounds=POSITIVE)
-    keep_checkpoint_max: int = setting(5, "How many checkpoints to keep.", bounds=NON_NEGATIVE)
+    save_checkpoints_steps: int = setting(5000, "How often to save a checkpoint.", bounds=POSITIVE, trains=False)
+    keep_checkpoint_max: int = setting(5, "How many checkpoints to keep.", bounds=NON_NEGATIVE, trains=False)
     iterations_per_loop: int = setting(1000, "Steps run per call into the device (Keras steps_per_execution).",
-                                       bounds=POSITIVE)
-    max_eval_steps: int = setting(100, "Maximum number of eval steps.", bounds=NON_NEGATIVE)
+                                       bounds=POSITIVE, trains=False)
+    max_eval_steps: int = setting(100, "Maximum number of eval steps.", bounds=NON_NEGATIVE, trains=False)
     init_from_group0: bool = setting(False, "Initialise every group from group_0 of --init_checkpoint.")
     masked_lm_budget: float = setting(
         0.0, "Online masking: with a value in (0, 1], the records' stored masks are ignored and new n-gram masks "
@@ -87,7 +87,8 @@ class PretrainingParams(RuntimeParams):
     do_whole_word_mask: bool = setting(True, "Online masking: mask whole words (from the records' token_boundary) "
                                              "rather than single pieces.")
     export_dir: str = setting(None, "Where to write the SavedModel at the end, as <export_dir>/<global_step>/ "
-                                    "(default after training: <output_dir>/saved_model).", role="output_dir")
+                                    "(default after training: <output_dir>/saved_model).",
+                              role="output_dir", trains=False)
     spm_model_file: str = setting(None, "SentencePiece model, attached to the export (tokenization_info); online "
                                         "masking takes its [MASK] id and vocabulary.", role="input_file")
     vocab_file: str = setting(None, "WordPiece vocabulary, attached to the export (and used by online masking) "

@@ -64,7 +64,7 @@ class RaceParams(RuntimeParams):
     num_keep_checkpoint: int = setting(5, "Maximum number of checkpoints kept.", bounds=NON_NEGATIVE, trains=False)
     high_only: bool = setting(False, "Use only the high school questions.")
     middle_only: bool = setting(False, "Use only the middle school questions.")
-    do_train: bool = setting(True, "Whether to run training.")
+    do_train: bool = setting(True, "Whether to run training.", trains=False)
     do_eval: bool = setting(True, "Whether to evaluate on the dev set.", trains=False)
     do_predict: bool = setting(False, "Whether to predict on the test set.", trains=False)
     train_file: str = setting(None, "TFRecord cache of the training features (built if absent or stale; default "
@@ -77,7 +77,7 @@ class RaceParams(RuntimeParams):
     eval_batch_size: int = setting(8, "Global batch size for eval.", bounds=POSITIVE, trains=False)
     predict_batch_size: int = setting(8, "Global batch size for predict.", bounds=POSITIVE, trains=False)
     learning_rate: float = setting(1e-5, "The initial learning rate.", bounds=Range(0, low_open=True))
-    train_step: int = setting(12000, "Total number of training steps.", bounds=NON_NEGATIVE)
+    train_step: int = setting(12000, "Total number of training steps.", bounds=NON_NEGATIVE, trains=False)
     warmup_step: int = setting(1000, "Steps of linear learning-rate warmup.", bounds=NON_NEGATIVE)
     save_checkpoints_steps: int = setting(100, "How often to save a checkpoint.", bounds=POSITIVE, trains=False)
     iterations_per_loop: int = setting(1000, "Steps run per call into the device (Keras steps_per_execution).",

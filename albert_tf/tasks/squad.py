@@ -87,14 +87,14 @@ class SquadParams(RuntimeParams):
     doc_stride: int = setting(128, "Context pieces between the starts of consecutive windows.", bounds=POSITIVE)
     max_query_length: int = setting(64, "Questions longer than this many pieces keep their first pieces.",
                                     bounds=POSITIVE)
-    do_train: bool = setting(False, "Whether to fine-tune on --train_file.")
+    do_train: bool = setting(False, "Whether to fine-tune on --train_file.", trains=False)
     do_predict: bool = setting(False, "Whether to predict (and score) --predict_file.", trains=False)
     train_batch_size: int = setting(32, "Global batch size for training.", bounds=POSITIVE)
     predict_batch_size: int = setting(8, "Batch size for predictions.", bounds=POSITIVE, trains=False)
     learning_rate: float = setting(5e-5, "The initial learning rate (AdamW, as the original).",
                                    bounds=Range(0, low_open=True))
     num_train_epochs: float = setting(3.0, "Epochs over the training questions (steps = questions / batch x epochs, "
-                                           "as the original).", bounds=NON_NEGATIVE)
+                                           "as the original).", bounds=NON_NEGATIVE, trains=False)
     warmup_proportion: float = setting(0.1, "Proportion of the steps with linear learning-rate warmup.",
                                        bounds=PROBABILITY)
     save_checkpoints_steps: int = setting(1000, "How often to save a checkpoint.", bounds=POSITIVE, trains=False)

@@ -3,9 +3,10 @@ Garden's params.yaml) so that a finished run can be read back, and a resume with
 
 The record holds every setting of the run's params by flag name (defaults included), the versions of TensorFlow,
 Keras and albert_tf, and the command line. Resuming (checkpoints in `--output_dir`) with a setting that changes what
-is trained (anything not declared `trains=False`: the learning rate, batch size, masking, data, precision...) is
-refused in one line naming the settings, unless `--allow_settings_change`; settings that only change logging,
-evaluation, exports or where the run executes may differ freely.
+is trained (anything not declared `trains=False`: the learning rate, warm-up, batch size, sequence length, masking,
+dropout, precision, seed...) is refused in one line naming the settings, unless `--allow_settings_change`; settings
+that only change logging, evaluation, exports, where the run executes or how long it trains, and the paths of its
+files, may differ freely.
 """
 
 import dataclasses
@@ -43,9 +44,10 @@ def resolved_settings(params):
 
 
 def training_settings(params):
-    """The names of the settings of `params` that change what is trained (all but those declared `trains=False`)."""
+    """The names of the settings of `params` that change what is trained: all but those declared `trains=False`
+    and the file settings (a path may move while its data stays the same; a resume reads its own checkpoints)."""
     return {flag_spec(f).name for f in dataclasses.fields(params)
-            if flag_spec(f) is not None and f.metadata.get("trains", True)}
+            if flag_spec(f) is not None and f.metadata.get("trains", True) and "role" not in f.metadata}
 
 
 def _versions():

@@ -24,7 +24,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")  # transformers' own dependency
 
-from albert_tf import convert  # noqa: E402  (after the skips)
+from albert_tf import convert, fileio  # noqa: E402  (after the skips)
 from albert_tf.checkpoints import huggingface, huggingface_tokenizer, save_checkpoint  # noqa: E402
 from albert_tf.text.tokenization import encode_pair  # noqa: E402
 from albert_tf.model import AlbertForPretraining, AlbertForSquad, AlbertModel, dummy_inputs  # noqa: E402
@@ -34,7 +34,8 @@ from albert_tf.tasks.classification import ClassifierParams, build_classifier, r
 from albert_tf.tasks.squad import SquadParams, TrainableSquad, run_squad  # noqa: E402
 from albert_tf.text.tokenization import FullTokenizer  # noqa: E402
 from tests.helpers import (DATA_DIR, FIXTURES_DIR, REPO, SAMPLE_GLUE, SPM, SQUAD_V1,  # noqa: E402
-                           assert_one_line_error, leftovers, padded_batch, randomize, subprocess_env, tiny_config)
+                           assert_one_line_error, leftovers, padded_batch, randomize, subprocess_env, tiny_config,
+                           written_entries)
 
 SAMPLE = os.path.join(FIXTURES_DIR, "text_sample.txt")
 ZH_SAMPLE = os.path.join(FIXTURES_DIR, "zh_corpus.txt")
@@ -119,7 +120,7 @@ def encoder_folder(tmp_path_factory):
 
 def test_encoder_opens_as_auto_model(encoder_folder):
     model, output = encoder_folder
-    assert sorted(os.listdir(output)) == sorted(huggingface.MODEL_FILES + huggingface_tokenizer.SPM_FILES)
+    assert written_entries(output) == sorted(huggingface.MODEL_FILES + huggingface_tokenizer.SPM_FILES)
     assert _architectures(output) == ["AlbertModel"]
     ids, mask, segments = padded_batch()
     hf_model, theirs = _theirs(transformers.AutoModel, output, ids, mask, segments)
@@ -287,7 +288,7 @@ def test_wordpiece_vocabulary_opens_as_bert_tokenizer(tmp_path):
     shutil.copy(WORDPIECE, folder / "vocab_chinese.txt")
     output = str(tmp_path / "hf")
     convert.convert(prefix, output, "huggingface")  # the vocab*.txt beside the input
-    assert sorted(os.listdir(output)) == sorted(huggingface.MODEL_FILES + huggingface_tokenizer.WORDPIECE_FILES)
+    assert written_entries(output) == sorted(huggingface.MODEL_FILES + huggingface_tokenizer.WORDPIECE_FILES)
     theirs = transformers.AutoTokenizer.from_pretrained(output, local_files_only=True)
     ours = FullTokenizer(vocab_file=WORDPIECE, do_lower_case=True)
     with open(ZH_SAMPLE, encoding="utf-8") as f:
@@ -416,13 +417,16 @@ def test_existing_output_needs_overwrite_and_is_replaced_whole(encoder_folder, t
     config = tiny_config()
     prefix = _release_folder(str(tmp_path / "albert"), _built(AlbertModel(config)), config)
     output = tmp_path / "out"
-    output.mkdir()
-    (output / "stale.txt").write_text("old")
+    convert.convert(prefix, str(output), "huggingface")
     with pytest.raises(convert.UsageError, match="--overwrite"):
         convert.convert(prefix, str(output), "huggingface")
-    assert os.listdir(output) == ["stale.txt"]
-    convert.convert(prefix, str(output), "huggingface", overwrite=True)
-    assert "stale.txt" not in os.listdir(output) and "model.safetensors" in os.listdir(output)
+    stamp = os.stat(output / "model.safetensors").st_mtime_ns
+    convert.convert(prefix, str(output), "huggingface", overwrite=True)  # its own output: replaced whole
+    assert os.stat(output / "model.safetensors").st_mtime_ns != stamp
+    (output / "stale.txt").write_text("the user's")  # no longer only what albert_tf wrote: never replaced
+    with pytest.raises(fileio.OutputError, match=r"did not write there \(stale.txt\)"):
+        convert.convert(prefix, str(output), "huggingface", overwrite=True)
+    assert (output / "stale.txt").read_text() == "the user's" and "model.safetensors" in os.listdir(output)
     assert leftovers(tmp_path) == []
 
 

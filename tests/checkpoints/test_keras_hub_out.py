@@ -14,14 +14,14 @@ import keras_hub
 import numpy as np
 import pytest
 
-from albert_tf import convert
+from albert_tf import convert, fileio
 from albert_tf.checkpoints import load_checkpoint, model_arrays, save_checkpoint
 from albert_tf.checkpoints import keras_hub_writer
 from albert_tf.model import AlbertModel, dummy_inputs
 from albert_tf.tasks.classification import build_classifier
 from albert_tf.text.tokenization import FullTokenizer, preprocess_text
 from tests.helpers import (FIXTURES_DIR, REPO, SPM, assert_one_line_error, leftovers, padded_batch, randomize,
-                           subprocess_env, tiny_config)
+                           subprocess_env, tiny_config, written_entries)
 
 TEXTS = ["the quick brown fox jumped over the lazy dog.", "Hello World, Héllo CAFÉ!", "  spaces   and\ttabs ",
          "it cost 1,000, then 2,500 more.", "ALBERT: A Lite BERT for Self-supervised Learning"]
@@ -68,7 +68,7 @@ def converted(tmp_path_factory):
 
 def test_backbone_from_preset_computes_what_the_model_computes(converted):
     model, config, output = converted
-    assert sorted(os.listdir(output)) == sorted(
+    assert written_entries(output) == sorted(
         ["albert_config.json", "assets", "config.json", "metadata.json", "model.weights.h5", "tokenizer.json"])
     backbone = keras_hub.models.AlbertBackbone.from_preset(output)
     assert backbone.get_config()["num_groups"] == 2 and backbone.get_config()["num_inner_repetitions"] == 2
@@ -220,13 +220,16 @@ def test_existing_output_needs_overwrite_and_is_replaced_whole(converted, tmp_pa
     model, config, _ = converted
     folder = _release_folder(tmp_path / "in", model, config)
     output = tmp_path / "out"
-    output.mkdir()
-    (output / "stale.txt").write_text("old")
+    convert.convert(folder, str(output), "keras_hub")
     with pytest.raises(convert.UsageError, match="--overwrite"):
         convert.convert(folder, str(output), "keras_hub")
-    assert os.listdir(output) == ["stale.txt"]
-    convert.convert(folder, str(output), "keras_hub", overwrite=True)
-    assert "stale.txt" not in os.listdir(output) and "model.weights.h5" in os.listdir(output)
+    stamp = os.stat(output / "model.weights.h5").st_mtime_ns
+    convert.convert(folder, str(output), "keras_hub", overwrite=True)  # its own output: replaced whole
+    assert os.stat(output / "model.weights.h5").st_mtime_ns != stamp
+    (output / "stale.txt").write_text("the user's")  # no longer only what albert_tf wrote: never replaced
+    with pytest.raises(fileio.OutputError, match=r"did not write there \(stale.txt\)"):
+        convert.convert(folder, str(output), "keras_hub", overwrite=True)
+    assert (output / "stale.txt").read_text() == "the user's" and "model.weights.h5" in os.listdir(output)
     assert leftovers(tmp_path) == []
 
 

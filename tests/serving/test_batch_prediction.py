@@ -229,4 +229,4 @@ def test_a_too_long_sequence_or_an_unknown_id_is_one_line(pair_exports, tmp_path
                           cwd=REPO)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == \
-        "predict.py: error: sequence length exceeds max_position_embeddings (128)"
+        f"predict.py: error: --request_json {request}: sequence length exceeds max_position_embeddings (128)"

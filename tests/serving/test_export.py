@@ -23,6 +23,7 @@ from albert_tf.serving import encoder, savedmodel, tflite
 from albert_tf.serving.rest import RestError, ServingSession
 from albert_tf.tasks import exports
 from albert_tf.text import tokenization
+from tests.helpers import written_entries
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPM = os.path.join(REPO, "data", "30k-clean.model")
@@ -413,7 +414,7 @@ def test_tflite_classifier_float32_and_int8_on_sst2(tmp_path, tokenizer):
     # the model learned a little (0.60 on dev here), so the predictions compared are not all one class
     assert int8["eval"]["reference_accuracy"] == fp32["eval"]["reference_accuracy"] > 0.5
     # the export directory: the flatbuffer, the tokenizer, and what was measured
-    files = sorted(os.listdir(int8["export_dir"]))
+    files = written_entries(int8["export_dir"])
     assert files == ["30k-clean.model", "model.tflite", "tflite_info.json"]
     with open(os.path.join(int8["export_dir"], "tflite_info.json"), encoding="utf-8") as f:
         info = json.load(f)
@@ -533,8 +534,12 @@ def test_cli_refuses_unknown_type_and_non_empty_dir(tmp_path):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("mine")
     done = run_cli("--export_type=preprocessing", f"--export_dir={tmp_path / 'full'}", f"--spm_model_file={SPM}")
-    assert done.returncode != 0 and "exists and is not empty; pass --overwrite" in done.stderr
+    assert done.returncode == 1 and "albert_tf did not write there (keep.txt)" in done.stderr
     assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+    done = run_cli("--export_type=preprocessing", f"--export_dir={tmp_path / 'x'}", f"--spm_model_file={SPM}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_cli("--export_type=preprocessing", f"--export_dir={tmp_path / 'x'}", f"--spm_model_file={SPM}")
+    assert done.returncode == 2 and "exists and is not empty; pass --overwrite" in done.stderr
     with pytest.raises(UsageError, match="unknown export type 'onnx'; known: encoder, preprocessing"):
         exports.export("onnx", str(tmp_path / "y"))
     with pytest.raises(UsageError, match="exists and is not empty"):
