@@ -68,7 +68,7 @@ def run_script(script, args, timeout=600, **env):
 
 # What TensorFlow and absl write to stderr on their own (not a message of the script's).
 _LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages|To enable the following instructions|"
-                       r"\s*$)")
+                       r"INFO:tensorflow:|\s*$)")
 
 
 def error_lines(stderr):
