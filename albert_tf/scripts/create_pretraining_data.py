@@ -18,12 +18,12 @@ The same flags and seed give byte-identical files. The algorithm, the reproducib
 the original are described in `docs/pretraining_data.md`.
 
 Example:
-  python create_pretraining_data.py --input_file='data/corpus/*.txt' --output_file=/tmp/albert_pretrain.tfrecord \\
+  python create_pretraining_data.py --input_file='data/corpus/*.txt' --output_file=/tmp/albert_pretrain.tfrecord \
     --spm_model_file=data/30k-clean.model --max_seq_length=128 --max_predictions_per_seq=19 --dupe_factor=5
 
 WordPiece models (the Chinese ALBERTs) give --vocab_file instead of --spm_model_file; whole words are then a piece
 and its "##" continuations:
-  python create_pretraining_data.py --input_file=tests/fixtures/zh_corpus.txt --output_file=/tmp/zh.tfrecord \\
+  python create_pretraining_data.py --input_file=tests/fixtures/zh_corpus.txt --output_file=/tmp/zh.tfrecord \
     --vocab_file=data/vocab_chinese.txt --max_seq_length=128 --max_predictions_per_seq=19 --dupe_factor=5
 """
 
