@@ -116,3 +116,101 @@ def test_dev_label_shares_are_read_from_the_dev_split(tmp_path):
     _write(tmp_path / "MRPC" / "dev.tsv", "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
            "1\t1\t2\tA.\tB.\n1\t3\t4\tC.\tD.\n0\t5\t6\tE.\tF.\n1\t7\t8\tG.\tH.\n")
     assert majority_class.dev_label_shares(str(tmp_path), "mrpc") == {"0": 0.25, "1": 0.75}
+
+
+# The low-resource run's plan (bench/support/label_subsets.py): the subsets both arms fine-tune on, the seeds and
+# steps of each size, and the results file a stopped run resumes from.
+
+def _label_subsets():
+    from bench.support import label_subsets
+
+    return label_subsets
+
+
+def test_subsets_are_seeded_stratified_and_nested():
+    subsets = _label_subsets()
+    labels = ["0"] * 70 + ["1"] * 30
+    ten = subsets.subset_indices(labels, 10, seed=1)
+    assert ten == sorted(ten) and len(set(ten)) == 10
+    assert sorted(labels[i] for i in ten) == ["0"] * 7 + ["1"] * 3  # each label keeps its share
+    assert subsets.subset_indices(labels, 10, seed=1) == ten  # seeded
+    assert subsets.subset_indices(labels, 10, seed=2) != ten
+    forty = subsets.subset_indices(labels, 40, seed=1)
+    assert set(ten) < set(forty) < set(subsets.subset_indices(labels, 99, seed=1))  # nested for one seed
+    assert subsets.subset_indices(labels, None, seed=1) == list(range(100))
+
+
+def _glue_sst2(tmp_path):
+    rows = [f"sentence {i} \t{int(i % 3 == 0)}" for i in range(30)]
+    _write(tmp_path / "glue" / "SST-2" / "train.tsv", "sentence\tlabel\n" + "\n".join(rows) + "\n")
+    _write(tmp_path / "glue" / "SST-2" / "dev.tsv", "sentence\tlabel\na dev one \t1\n")
+    return str(tmp_path / "glue"), rows
+
+
+def test_both_arms_fine_tune_on_the_same_subset_and_the_whole_dev_set(tmp_path):
+    subsets = _label_subsets()
+    glue_dir, rows = _glue_sst2(tmp_path)
+    # Each arm writes the subset of its (task, size, seed); the folder and its bytes are the same.
+    first, n = subsets.write_subset(glue_dir, "sst-2", 9, 1, str(tmp_path / "subsets"))
+    train = (tmp_path / "subsets" / "sst-2-n9-seed1" / "SST-2" / "train.tsv").read_bytes()
+    again, _ = subsets.write_subset(glue_dir, "sst-2", 9, 1, str(tmp_path / "subsets"))
+    elsewhere, _ = subsets.write_subset(glue_dir, "sst-2", 9, 1, str(tmp_path / "other"))
+    assert n == 9 and again == first == str(tmp_path / "subsets" / "sst-2-n9-seed1")
+    assert (tmp_path / "other" / "sst-2-n9-seed1" / "SST-2" / "train.tsv").read_bytes() == train
+    keep = subsets.subset_indices([r.split("\t")[1] for r in rows], 9, 1)
+    assert train.decode() == "sentence\tlabel\n" + "".join(rows[i] + "\n" for i in keep)
+    assert (tmp_path / "subsets" / "sst-2-n9-seed1" / "SST-2" / "dev.tsv").read_text() == \
+        "sentence\tlabel\na dev one \t1\n"
+    subsets.write_subset(glue_dir, "sst-2", 9, 2, str(tmp_path / "subsets"))
+    assert (tmp_path / "subsets" / "sst-2-n9-seed2" / "SST-2" / "train.tsv").read_bytes() != train
+
+
+def test_sizes_are_parsed_and_sizes_larger_than_the_data_refused_in_one_line():
+    subsets = _label_subsets()
+    assert subsets.parse_sizes(["all", "1000", "250"], "train_sizes") == [250, 1000, None]
+    with pytest.raises(SystemExit) as refused:
+        subsets.check_sizes([250, 1000, 4000, None], 3668, "mrpc", "pair_train_sizes")
+    assert str(refused.value) == ("bench_pretrain_finetune: error: --pair_train_sizes 4000: mrpc has 3,668 "
+                                  "training examples")
+    subsets.check_sizes([250, 3668, None], 3668, "mrpc", "pair_train_sizes")
+    for bad, message in ((["0"], "a size is a positive number or all"), (["ten"], "a size is a positive number"),
+                         (["250", "250"], "lists 250 twice")):
+        with pytest.raises(SystemExit, match=message):
+            subsets.parse_sizes(bad, "train_sizes")
+
+
+def test_five_seeds_below_1000_labels_three_otherwise():
+    subsets = _label_subsets()
+    seeds = [1, 2, 3, 4, 5]
+    assert [len(subsets.seeds_for_size(n, seeds)) for n in (8, 250, 999, 1000, 4000, None)] == [5, 5, 5, 3, 3, 3]
+    assert subsets.seeds_for_size(4000, [7, 8, 9, 10, 11]) == [7, 8, 9]
+    with pytest.raises(SystemExit, match="--seeds lists 3 seeds; 250 labels need 5"):
+        subsets.seeds_for_size(250, [1, 2, 3])
+
+
+def test_steps_per_size_end_on_an_evaluation_and_stop_at_the_full_run():
+    subsets = _label_subsets()
+    full = {"steps": 1500, "batch_size": 64, "warmup_steps": 150, "eval_every": 250}
+    assert subsets.steps_for_size(None, full, 30, 200) == full
+    small = subsets.steps_for_size(250, full, 30, 200)  # 30 passes of 250 are 118 steps: the floor of 200 holds
+    assert small == {"steps": 240, "batch_size": 64, "warmup_steps": 24, "eval_every": 40}
+    middle = subsets.steps_for_size(1000, full, 30, 200)  # 469 steps, rounded up to 6 evaluations of 80
+    assert middle["steps"] == 480 and middle["steps"] % middle["eval_every"] == 0
+    assert subsets.steps_for_size(4000, full, 30, 200)["steps"] == 1500
+
+
+def test_results_are_written_atomically_and_resumed(tmp_path):
+    subsets = _label_subsets()
+    path = tmp_path / "results" / "lowres.json"
+    store = subsets.ResultStore(str(path), {"sizes": [250]})
+    key = store.run_key("mrpc", 250, "scratch", 3e-4, 1)
+    store.put(key, {"dev_accuracy": 70.0})
+    resumed = subsets.ResultStore(str(path), {"sizes": [250]})
+    assert resumed.get(key) == {"dev_accuracy": 70.0} and resumed.get(store.run_key("mrpc", None, "scratch",
+                                                                                       3e-4, 1)) is None
+    before = path.read_bytes()
+    with pytest.raises(TypeError):
+        resumed.put("unwritable", {"value": object()})  # fails half-way through the JSON
+    assert path.read_bytes() == before and os.listdir(path.parent) == ["lowres.json"]
+    with pytest.raises(SystemExit, match=r"holds a run with other settings \(sizes differ\)"):
+        subsets.ResultStore(str(path), {"sizes": [250, 1000]})
