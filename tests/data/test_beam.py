@@ -19,6 +19,7 @@ from albert_tf.data import records as records_lib
 from albert_tf.data.pretraining import (PretrainingConfig, PretrainingDataError, TokenTables, create_pretraining_data,
                                         plan_shards, shard_records)
 from albert_tf.data.pretraining import beam as beam_pipeline
+from albert_tf.data.pretraining.beam import frames, launcher
 from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, STREAM_INTERLEAVE, derive_seed
 from albert_tf.data.tfrecord_writer import frame_records
 from albert_tf.text import tokenization
@@ -102,7 +103,7 @@ def test_in_process_runner_same_records_as_local_tool_in_beam_named_files(tmp_pa
     from apache_beam.runners.portability import prism_runner  # pylint: disable=import-outside-toplevel
 
     # Local outputs pass the records through segment files; remote ones through the runner, as here when off.
-    monkeypatch.setattr(beam_pipeline, "_LOCAL_SEGMENTS", segments)
+    monkeypatch.setattr(launcher, "_LOCAL_SEGMENTS", segments)
     prism = []
     monkeypatch.setattr(prism_runner.PrismRunner, "__init__", lambda self, *a, **k: prism.append(1))
     local, origin, num_shards = reference
@@ -147,7 +148,7 @@ def test_multi_process_runner_same_records_and_global_shuffle_fixed_by_the_seed(
 
 @pytest.mark.parametrize("segments", [True, False], ids=["through-segment-files", "through-the-runner"])
 def test_global_shuffle_in_process_keeps_the_records(tmp_path, reference, monkeypatch, segments):
-    monkeypatch.setattr(beam_pipeline, "_LOCAL_SEGMENTS", segments)
+    monkeypatch.setattr(launcher, "_LOCAL_SEGMENTS", segments)
     local, origin, _ = reference
     prefix = tmp_path / "one"
     _beam(prefix, DIRECT, shuffle=True, num_shards=1)
@@ -168,8 +169,8 @@ def test_global_shuffle_writes_a_files_buckets_in_bucket_order(tmp_path, referen
     increasing order, each in the order of its keys, byte for byte, whatever order the runner hands the buckets'
     segments over in (each mode hands them over in its own)."""
     args, segments = RUNNER_MODES[mode]
-    monkeypatch.setattr(beam_pipeline, "_LOCAL_SEGMENTS", segments)
-    monkeypatch.setattr(beam_pipeline, "SHUFFLE_BUCKET_RECORDS", 60)  # the launcher's: reaches every mode
+    monkeypatch.setattr(launcher, "_LOCAL_SEGMENTS", segments)
+    monkeypatch.setattr(launcher, "SHUFFLE_BUCKET_RECORDS", 60)  # the launcher's: reaches every mode
     buckets = beam_pipeline.shuffle_bucket_count(sum(map(os.path.getsize, CORPUS)), CONFIG, 3)
     assert buckets >= 4 * 3
     expected = _expected_files(3, buckets)
@@ -180,11 +181,11 @@ def test_global_shuffle_writes_a_files_buckets_in_bucket_order(tmp_path, referen
 
 @pytest.mark.parametrize("shuffle", [False, True], ids=["dealt", "global-shuffle"])
 def test_batches_of_a_few_records_give_the_files_of_one_batch(tmp_path, reference, monkeypatch, shuffle):
-    """BuildRecords cuts a shard's records into batches of `_BATCH_BYTES`: batches of a few records each must
+    """BuildRecords cuts a shard's records into batches of `frames.BATCH_BYTES`: batches of a few records each must
     place every record where one batch per shard places it (dealt round-robin on from where the last batch
     stopped; in its bucket, in key order)."""
-    monkeypatch.setattr(beam_pipeline, "_BATCH_BYTES", 2500)  # about 5 records a batch
-    monkeypatch.setattr(beam_pipeline, "SHUFFLE_BUCKET_RECORDS", 100)
+    monkeypatch.setattr(frames, "BATCH_BYTES", 2500)  # about 5 records a batch
+    monkeypatch.setattr(launcher, "SHUFFLE_BUCKET_RECORDS", 100)
     buckets = beam_pipeline.shuffle_bucket_count(sum(map(os.path.getsize, CORPUS)), CONFIG, 3) if shuffle else 0
     _beam(tmp_path / "p", DIRECT + ["--direct_running_mode=in_memory"], shuffle=shuffle, num_shards=3)
     paths = [tmp_path / f"p-0000{i}-of-00003" for i in range(3)]
@@ -252,7 +253,7 @@ def test_failure_after_the_write_leaves_no_matching_file(tmp_path, monkeypatch):
         assert sorted(os.listdir(out))[:1] == ["other"] and len(os.listdir(out)) == 4  # the shards were written
         raise RuntimeError("cancelled")
 
-    monkeypatch.setattr(beam_pipeline, "_stats", fail)
+    monkeypatch.setattr(launcher, "_stats", fail)
     with pytest.raises(PretrainingDataError, match=r"the Beam pipeline writing --output_file .*/out/pretraining "
                                                    r"failed: RuntimeError: cancelled; no output was kept$"):
         beam_pipeline.create_pretraining_data_beam(CORPUS[0], str(out / "pretraining"), spm_model_file=SPM,
@@ -267,7 +268,7 @@ def test_a_worker_failure_is_one_line_with_the_tracebacks_in_a_log(tmp_path, mon
     def crash(*args):
         raise RuntimeError("disk gone")
 
-    monkeypatch.setattr(beam_pipeline, "_finalize", crash)
+    monkeypatch.setattr(launcher, "finalize", crash)
     out = tmp_path / "out"
     with pytest.raises(PretrainingDataError) as failed:
         beam_pipeline.create_pretraining_data_beam(CORPUS[0], str(out / "pretraining"), spm_model_file=SPM,
@@ -290,13 +291,13 @@ def test_stderr_of_a_failed_run_goes_to_its_log(capfd):
     the log, kept when the block fails and removed when it succeeds."""
     import subprocess  # pylint: disable=import-outside-toplevel
 
-    with pytest.raises(RuntimeError), beam_pipeline._stderr_to_log() as log:  # pylint: disable=protected-access
+    with pytest.raises(RuntimeError), launcher.stderr_to_log() as log:
         subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('Traceback (a worker)')"], check=True)
         raise RuntimeError("failed")
     with open(log, encoding="utf-8") as f:
         assert f.read() == "Traceback (a worker)"
     os.remove(log)
-    with beam_pipeline._stderr_to_log() as log:  # pylint: disable=protected-access
+    with launcher.stderr_to_log() as log:
         os.write(2, b"noise")
     assert not os.path.exists(log) and "noise" not in capfd.readouterr().err
 
@@ -319,18 +320,17 @@ def test_no_beam_flags_without_runner(tmp_path):
 def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():
     """BuildRecords sends a batch as one element of TFRecord frames per output file (dealt round-robin from the
     given start) or per shuffle bucket; a bucket comes out in the order of its keys (ties: by frame bytes)."""
-    # pylint: disable=protected-access
     records = [bytes([i]) * (i + 1) for i in range(10)]
-    dealt = beam_pipeline._dealt_pieces(records, 2, 3)
+    dealt = frames.dealt_pieces(records, 2, 3)
     assert dealt == [(j, frame_records([r for i, r in enumerate(records) if (2 + i) % 3 == j])) for j in range(3)]
-    assert beam_pipeline._dealt_pieces(records[:1], 1, 3) == [(1, frame_records(records[:1]))]  # no empty pieces
+    assert frames.dealt_pieces(records[:1], 1, 3) == [(1, frame_records(records[:1]))]  # no empty pieces
 
     keys = [7, 3, 2**64 - 1, 3, 0, 12, 5, 9, 1, 8]  # two equal keys: ordered by their frames' bytes
     pieces = [piece for lo, hi in ((0, 4), (4, 10))
-              for _, piece in beam_pipeline._keyed_pieces({5: (keys[lo:hi], records[lo:hi])})]
+              for _, piece in frames.keyed_pieces({5: (keys[lo:hi], records[lo:hi])})]
     in_order = [r for _, _, r in sorted(zip(keys, [frame_records([r]) for r in records], records))]
-    assert b"".join(beam_pipeline._bucket_frames(pieces[::-1])) == frame_records(in_order)
-    assert b"".join(beam_pipeline._pieces_of(beam_pipeline._bucket_frames(pieces))) == frame_records(in_order)
+    assert b"".join(frames.bucket_frames(pieces[::-1])) == frame_records(in_order)
+    assert b"".join(frames.joined_pieces(frames.bucket_frames(pieces))) == frame_records(in_order)
     # Bucket b is written to output file b % files: as many buckets for each file.
     assert [beam_pipeline.shuffle_bucket_count(size, CONFIG, files) for size, files in
             ((1000, 1), (1000, 4), (10**9, 1), (10**9, 7))] == [1, 4, 164, 168]
