@@ -1,10 +1,10 @@
 r"""Serving benchmark of the exports: the base-shape encoder as a SavedModel (float32) vs TFLite float32 vs TFLite
 int8 (dynamic-range), with their sizes on disk.
 
-    python bench/bench_export.py                                  # base_v2 shape, random weights, ~3-4 min
-    python bench/bench_export.py --init_checkpoint=albert_base --albert_config_file=albert_base/albert_config.json
-    python bench/bench_export.py --throughput_batches=3 --rounds=3
-    python bench/bench_export.py --albert_config_file=data/albert_config_tiny.json --rounds=1 --output_json=/tmp/e.json
+    python -m bench.bench_export                                  # base_v2 shape, random weights, ~3-4 min
+    python -m bench.bench_export --init_checkpoint=albert_base --albert_config_file=albert_base/albert_config.json
+    python -m bench.bench_export --throughput_batches=3 --rounds=3
+    python -m bench.bench_export --albert_config_file=data/albert_config_tiny.json --rounds=1 --output_json=/tmp/e.json
 
 For each engine: latency of one request (batch 1, --seq_length tokens; median and p90 of --latency_calls calls)
 and throughput at --batch_size (examples/s over --throughput_batches batches). The SavedModel runs as TF Serving
@@ -17,12 +17,10 @@ the SavedModel (max abs diff of pooled_output on the timed inputs) is printed to
 """
 
 import os
-import shutil
 import statistics
-import tempfile
 import time
 
-import common  # first: the environment and sys.path every bench script needs
+from bench.support import common  # first: the environment every benchmark needs
 
 import numpy as np
 import tensorflow as tf
@@ -43,8 +41,8 @@ flags.DEFINE_integer("latency_calls", 5, "Timed batch-1 calls per round.")
 flags.DEFINE_integer("throughput_batches", 1, "Timed batches per round for the throughput.")
 flags.DEFINE_integer("rounds", 2, "Rounds over the engines; the best round of each is reported.")
 flags.DEFINE_integer("tflite_threads", None, "TFLite interpreter threads (default: the machine's cores).")
-flags.DEFINE_string("work_dir", None, "Where to write the exports (default: a temporary directory, removed).")
-flags.DEFINE_string("output_json", None, "Where the results go (default: bench/results/bench_export.json).")
+common.define_work_dir("the exports")
+common.define_output_json("bench_export")
 
 
 def _inputs(config, batch_size, seq_length, seed=0):
@@ -63,9 +61,8 @@ def main(argv):
           f"seq {FLAGS.seq_length}, throughput batch {FLAGS.batch_size}")
     load_before = common.load_average()
     print(f"Load average before: {load_before} on {os.cpu_count()} cores")
-    work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_export_")
     started = time.time()
-    try:
+    with common.scratch_dir(FLAGS.work_dir, "bench_export_") as work:
         model = AlbertModel(config)
         model(dummy_inputs(), training=False)
         if FLAGS.init_checkpoint:
@@ -137,9 +134,6 @@ def main(argv):
         common.write_result({"load_average_before": load_before, "shape": config.to_dict(),
                              "seq_length": FLAGS.seq_length, "batch_size": FLAGS.batch_size, "tflite_threads": threads,
                              "results": results, "conversion_seconds": timings}, FLAGS.output_json)
-    finally:
-        if not FLAGS.work_dir:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

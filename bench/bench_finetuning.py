@@ -1,9 +1,9 @@
 r"""Fine-tuning on real lengths: dynamic padding (and length bucketing) against padding to --max_seq_length, for
 `run_classifier.py` training and prediction and for `run_squad.py` prediction, with the predictions compared.
 
-    python bench/bench_finetuning.py                                   # everything: ~40 min on 2 quiet cores
-    python bench/bench_finetuning.py --parts=glue_speed --rounds=3 --seq_lengths=128
-    python bench/bench_finetuning.py --parts=accuracy --accuracy_seeds=1,2 --accuracy_steps=500
+    python -m bench.bench_finetuning                                   # everything: ~40 min on 2 quiet cores
+    python -m bench.bench_finetuning --parts=glue_speed --rounds=3 --seq_lengths=128
+    python -m bench.bench_finetuning --parts=accuracy --accuracy_seeds=1,2 --accuracy_steps=500
 
 Flags:
   --parts             what to run, comma-separated: `glue_speed`, `squad_speed`, `accuracy`, `squad_identity`
@@ -65,12 +65,10 @@ times are medians over rounds taken in one window, never the best round.
 import json
 import os
 import random
-import shutil
 import statistics
-import tempfile
 import time
 
-import common  # first: the environment and sys.path every bench script needs
+from bench.support import common  # first: the environment every benchmark needs
 
 import keras
 import numpy as np
@@ -89,8 +87,8 @@ from albert_tf.train.optimization import create_optimizer
 from albert_tf.train.ordered_prediction import predict_in_order
 
 ROOT = common.REPO
-SPM = os.path.join(ROOT, "data", "30k-clean.model")
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
+SPM = common.SPM_MODEL
+SHARED = common.SHARED_DATA
 GLUE_DIRS = {"sst-2": "SST-2", "mrpc": "MRPC", "rte": "RTE", "cola": "CoLA"}
 
 FLAGS = flags.FLAGS
@@ -99,7 +97,7 @@ flags.DEFINE_string("glue_dir", os.path.join(SHARED, "glue"), "The GLUE folder."
 flags.DEFINE_string("pair_task", "mrpc", "The GLUE task giving sentence pairs.")
 flags.DEFINE_string("squad_file", os.path.join(SHARED, "squad", "dev-v1.1.json.zip"), "SQuAD questions.")
 flags.DEFINE_string("speed_preset", "base_v2", "Preset whose shape is timed.")
-flags.DEFINE_string("accuracy_config", os.path.join(ROOT, "data", "albert_config_tiny.json"), "Trained model.")
+flags.DEFINE_string("accuracy_config", common.TINY_CONFIG, "Trained model.")
 flags.DEFINE_list("seq_lengths", ["128", "512"], "Classifier --max_seq_length values.")
 flags.DEFINE_list("squad_seq_lengths", ["384", "512"], "SQuAD --max_seq_length values.")
 flags.DEFINE_integer("rounds", 3, "Rounds; every time is the median over them.")
@@ -115,8 +113,8 @@ flags.DEFINE_string("accuracy_init_checkpoint", None, "Checkpoint the accuracy r
                     "of bench_pretrain_finetune.py); None: random initialisation.")
 flags.DEFINE_float("accuracy_learning_rate", 1e-3, "Learning rate of the accuracy runs.")
 flags.DEFINE_float("squad_epochs", 3.0, "Epochs of the tiny SQuAD models of the identity part.")
-flags.DEFINE_string("work_dir", None, "Where features and runs go (default: a temporary directory).")
-flags.DEFINE_string("output_json", None, "Where the table goes (default: bench/results/bench_finetuning.json).")
+common.define_work_dir("features and runs")
+common.define_output_json("bench_finetuning")
 
 WARMUP_STEPS = 1
 PREDICT_BATCH = 8
@@ -511,24 +509,20 @@ def main(argv):
     log(f"CPU: {model}, {os.cpu_count()} cores, SIMD: {' '.join(simd) or '-'}")
     log(f"TensorFlow {tf.__version__}, Keras {keras.__version__}; timed shape {FLAGS.speed_preset}, "
         f"{FLAGS.rounds} rounds")
-    work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_finetuning_")
     table = []
     speed_config = AlbertConfig.preset(FLAGS.speed_preset)
-    parts = {"glue_speed": lambda: glue_speed(work, speed_config, table),
-             "squad_speed": lambda: squad_speed(work, speed_config, table),
-             "accuracy": lambda: accuracy(work, table),
-             "squad_identity": lambda: squad_identity(work, table)}
-    try:
+    parts = {"glue_speed": lambda work: glue_speed(work, speed_config, table),
+             "squad_speed": lambda work: squad_speed(work, speed_config, table),
+             "accuracy": lambda work: accuracy(work, table),
+             "squad_identity": lambda work: squad_identity(work, table)}
+    with common.scratch_dir(FLAGS.work_dir, "bench_finetuning_") as work:
         for name in FLAGS.parts:
             start = time.time()
             log(f"[{name}] load average before: {common.load_average()}")
-            parts[name]()
+            parts[name](work)
             log(f"[{name}] {time.time() - start:.0f} s; load average after: {common.load_average()}")
         report(table)
         common.write_result({"table": table}, FLAGS.output_json)
-    finally:
-        if not FLAGS.work_dir:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

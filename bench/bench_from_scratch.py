@@ -11,7 +11,7 @@ the cost of one more copy of the data with other masks, the rest the cost of rea
 dupe_factor 40 is extrapolated from measured runs.
 Writes bench/results/from_scratch.json.
 
-  python bench/bench_from_scratch.py --books_dir=<folder of plain-text books> [--copies=1,4]
+  python -m bench.bench_from_scratch --books_dir=<folder of plain-text books> [--copies=1,4]
 
 Without --books_dir it uses the shipped excerpts in data/corpus/ (0.5 MB; too small for the memory question).
 
@@ -20,7 +20,7 @@ accepts on the first 1, 2, 5 MB of the prepared books, on all of them, and on al
 names the limit when a larger size is refused, and the limit is then trained (accepted) and the limit + 1 tried
 (refused). Writes bench/results/vocab_limits.json.
 
-  python bench/bench_from_scratch.py --vocab_limits --books_dir=../shared/data/corpus/gutenberg
+  python -m bench.bench_from_scratch --vocab_limits --books_dir=../shared/data/corpus/gutenberg
 """
 
 import argparse
@@ -33,10 +33,10 @@ import sys
 import tempfile
 import time
 
-import common  # first: the environment and sys.path every bench script needs
+from bench.support import common  # first: the environment every benchmark needs
 
 REPO = common.REPO
-SPM = os.path.join(REPO, "data", "30k-clean.model")
+SPM = common.SPM_MODEL
 MB = 1 << 20
 DUPES = (1, 10)  # records are written at these dupe factors; their difference is the cost of more copies
 TARGETS = {"Wikipedia + BookCorpus (16 GB)": 16 * 1024, "1 TB": 1024 * 1024}
@@ -44,8 +44,7 @@ TARGETS = {"Wikipedia + BookCorpus (16 GB)": 16 * 1024, "1 TB": 1024 * 1024}
 
 def run_step(name, args, log_dir):
     """Runs `python <script> args` to completion; returns (CPU seconds, peak RSS MB, wall seconds)."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1",
-           "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = common.child_env(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="-1")
     log_path = os.path.join(log_dir, f"{name}.log")
     start = time.perf_counter()
     with open(log_path, "w", encoding="utf-8") as log:
@@ -133,8 +132,7 @@ PROBE_SIZE = 1_000_000  # above any limit a corpus of these sizes has
 
 def create_vocab(corpus, vocab_size, work):
     """Runs `create_vocab.py` on `corpus` at `vocab_size`; returns (accepted, output, wall seconds)."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1",
-           "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = common.child_env(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="-1")
     start = time.perf_counter()
     done = subprocess.run([sys.executable, os.path.join(REPO, "create_vocab.py"), f"--input_file={corpus}",
                            f"--model_prefix={work}/vocab", f"--vocab_size={vocab_size}", "--progress_interval=0"],

@@ -1,10 +1,21 @@
-r"""Model speed against the machine's own float32 matmul peak, and against keras-hub's `AlbertBackbone`, in one run.
+r"""The model's training step and batch-1 inference: speed, stored runs, and memory with `--remat`.
 
-    python bench/bench_model.py                                   # base_v2, batch 8 and 32, seq 128: ~25 min
-    python bench/bench_model.py --sides=albert_tf,albert_tf-full,keras-hub   # and the full last layer too
-    python bench/bench_model.py --sides=albert_tf,albert_tf-bf16 --modes=graph   # mixed_bfloat16 against float32
-    python bench/bench_model.py --batch_sizes=8 --rounds=3 --modes=xla
-    python bench/bench_model.py --preset=tiny --batch_sizes=2 --rounds=1 --sides=albert_tf --output_json=/tmp/b.json
+    python -m bench.bench_model [speed] [flags]          # speed against the matmul peak and keras-hub (below)
+    python -m bench.bench_model runs [--runs_json=...]   # the tables of stored speed runs
+    python -m bench.bench_model remat [flags]            # peak memory and step time with and without --remat
+
+`speed` (the default) was `python bench/bench_model.py`, `runs` was `python bench/bench_model_runs.py` and `remat`
+was `python bench/bench_remat.py`, with the same flags; `python -m bench.bench_model <subcommand> --help` lists a
+subcommand's flags.
+
+speed: model speed against the machine's own float32 matmul peak, and against keras-hub's `AlbertBackbone`, in one
+run.
+
+    python -m bench.bench_model                                   # base_v2, batch 8 and 32, seq 128: ~25 min
+    python -m bench.bench_model --sides=albert_tf,albert_tf-full,keras-hub   # and the full last layer too
+    python -m bench.bench_model --sides=albert_tf,albert_tf-bf16 --modes=graph   # mixed_bfloat16 against float32
+    python -m bench.bench_model --batch_sizes=8 --rounds=3 --modes=xla
+    python -m bench.bench_model --batch_sizes=2 --rounds=1 --sides=albert_tf --modes=graph --output_json=/tmp/b.json
 
 Flags:
   --preset            AlbertConfig preset whose shape is measured (base_v2).
@@ -47,16 +58,56 @@ timed just after a long training step; the load average is printed before and af
 
 The machine's CPU model and its SIMD flags (AVX-512, AVX512_BF16, AMX) are printed with the figures: the peak
 and every ratio depend on them. Figures are medians over --rounds, never the best round.
-"""
 
+runs: the tables of `speed` runs (docs/benchmarks.md), printed from the medians those runs wrote.
+
+    python -m bench.bench_model runs                                  # bench/figures/bench_model.json
+    python -m bench.bench_model runs --runs_json=bench/results/bench_model.json   # the latest run alone
+
+Flags:
+  --runs_json   a JSON file {"command": ..., "runs": [<what `speed` wrote>, ...]}, or one file that
+                `speed` wrote (one run).
+
+Prints two Markdown tables, one row per run and configuration: the training step (seconds, fraction of the
+float32 matmul peak at the model's shapes, against keras-hub in the same precision where the run has it, and
+the bfloat16 sides against their float32 step) and batch-1 inference (milliseconds and multiple of the matmul-only time). Nothing is
+measured here: every figure is one `speed` printed and stored.
+
+remat: activation recomputation (`--remat`): peak memory and step time with and without it, in fresh processes.
+
+    python -m bench.bench_model remat                          # large_v2, batch 8, seq 512: ~6-10 min on 2 cores
+    python -m bench.bench_model remat --preset=base_v2 --batch_size=8 --seq_length=128 --steps=2
+    python -m bench.bench_model remat --preset=base_v2 --batch_size=1 --seq_length=32 --output_json=/tmp/remat.json  # smoke
+
+Flags:
+  --preset           AlbertConfig preset (large_v2).
+  --batch_size       examples per step (8).
+  --seq_length       sequence length (512).
+  --num_predictions  masked-LM positions per example (20).
+  --steps            timed training steps after one warm-up step (1); the median is reported.
+  --jit_compile      compile the step with XLA (false: the scripts' default).
+  --output_json      where the figures go, with the command and machine (bench/results/bench_remat.json).
+
+Each setting (remat off, then on) runs in its own fresh Python process, so one's memory cannot hide in the
+other's; a process builds the model run_pretraining.py trains (`TrainablePretraining`, its last layer where the heads
+read it), compiled as the runner compiles it with LAMB, runs its training step (forward, backward, global-norm
+clipping, LAMB: `train_on_batch` on random MLM + SOP features) once to warm up and --steps more timed, and
+reports its peak resident set size (`resource.getrusage`, the kernel's high-water mark of the whole process:
+TensorFlow itself, weights, optimizer slots, activations) and the RSS just before the first step (everything but
+the step's own memory). The peak minus that baseline is the memory the step itself needs, mostly activations kept
+for the backward pass.
+"""
+import json
 import math
 import os
+import resource
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 
-import common  # first: the environment and sys.path every bench script needs
+from bench.support import common  # first: the environment every benchmark needs
 
 import keras
 import keras_hub
@@ -66,29 +117,35 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from albert_tf.config import AlbertConfig
-from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs, set_heads_only
+from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs, set_heads_only, set_remat
 from albert_tf.model.layers import gelu_tanh
 from albert_tf.model.pretraining import MLM_EPSILON, pretraining_losses
+from albert_tf.tasks.pretraining import TrainablePretraining
 from albert_tf.train.optimization import create_optimizer
 from albert_tf.train.runner import dtype_policy_scope
 from albert_tf.train.steps import clip_gradients_across_replicas
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("preset", "base_v2", "AlbertConfig preset whose shape is measured.")
-flags.DEFINE_list("batch_sizes", ["8", "32"], "Training batch sizes.")
-flags.DEFINE_integer("seq_length", 128, "Sequence length.")
-flags.DEFINE_integer("num_predictions", 20, "Masked-LM positions per example.")
-flags.DEFINE_list("modes", ["graph", "xla"], "graph (tf.function) and/or xla (jit_compile=True).")
-flags.DEFINE_list("sides", ["albert_tf", "keras-hub"], "Implementations to measure.")
-flags.DEFINE_integer("rounds", 5, "Rounds; every figure is the median over them.")
-flags.DEFINE_integer("train_steps", 2, "Timed training steps per round and configuration.")
-flags.DEFINE_integer("latency_calls", 20, "Timed batch-1 calls per round and configuration.")
-flags.DEFINE_bool("savedmodel", True, "Also time batch-1 inference through the exported SavedModel.")
-flags.DEFINE_string("output_json", None, "Where the medians go (default: bench/results/bench_model.json).")
+
+
+def define_speed_flags():
+    """The flags of `speed`."""
+    flags.DEFINE_string("preset", "base_v2", "AlbertConfig preset whose shape is measured.")
+    flags.DEFINE_list("batch_sizes", ["8", "32"], "Training batch sizes.")
+    flags.DEFINE_integer("seq_length", 128, "Sequence length.")
+    flags.DEFINE_integer("num_predictions", 20, "Masked-LM positions per example.")
+    flags.DEFINE_list("modes", ["graph", "xla"], "graph (tf.function) and/or xla (jit_compile=True).")
+    flags.DEFINE_list("sides", ["albert_tf", "keras-hub"], "Implementations to measure.")
+    flags.DEFINE_integer("rounds", 5, "Rounds; every figure is the median over them.")
+    flags.DEFINE_integer("train_steps", 2, "Timed training steps per round and configuration.")
+    flags.DEFINE_integer("latency_calls", 20, "Timed batch-1 calls per round and configuration.")
+    flags.DEFINE_bool("savedmodel", True, "Also time batch-1 inference through the exported SavedModel.")
+    common.define_output_json("bench_model")
 
 
 # ------------------------------------------------------------------------------------------------ inputs
-def make_batch(config, batch_size, seq_length, num_predictions, seed=0):
+def random_features(config, batch_size, seq_length, num_predictions, seed=0):
+    """One batch of pretraining features, as the records give them, with random ids and labels (numpy)."""
     rng = np.random.RandomState(seed)
     ids = rng.randint(5, config.vocab_size, (batch_size, seq_length)).astype("int32")
     segments = np.zeros_like(ids)
@@ -96,12 +153,17 @@ def make_batch(config, batch_size, seq_length, num_predictions, seed=0):
     positions = np.stack([np.sort(rng.choice(np.arange(1, seq_length), num_predictions, replace=False))
                           for _ in range(batch_size)]).astype("int32")
     return {
-        "input_ids": tf.constant(ids), "input_mask": tf.ones_like(ids), "segment_ids": tf.constant(segments),
-        "masked_lm_positions": tf.constant(positions),
-        "masked_lm_ids": tf.constant(rng.randint(0, config.vocab_size, (batch_size, num_predictions)), tf.int32),
-        "masked_lm_weights": tf.ones((batch_size, num_predictions), tf.float32),
-        "next_sentence_labels": tf.constant(rng.randint(0, 2, (batch_size, 1)), dtype=tf.int32),
+        "input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": segments, "masked_lm_positions": positions,
+        "masked_lm_ids": rng.randint(0, config.vocab_size, (batch_size, num_predictions)).astype("int32"),
+        "masked_lm_weights": np.ones((batch_size, num_predictions), "float32"),
+        "next_sentence_labels": rng.randint(0, 2, (batch_size, 1)).astype("int32"),
     }
+
+
+def make_batch(config, batch_size, seq_length, num_predictions, seed=0):
+    """`random_features` as tensors."""
+    features = random_features(config, batch_size, seq_length, num_predictions, seed)
+    return {k: tf.constant(v) for k, v in features.items()}
 
 
 def pretraining_loss(outputs, batch):
@@ -410,8 +472,8 @@ def square_peak(size=2048, repeats=8, dtype="float32"):
     return 2.0 * size ** 3 * repeats / (time.perf_counter() - start)
 
 
-# ------------------------------------------------------------------------------------------------- main
-def main(argv):
+# ------------------------------------------------------------------------------------------- speed
+def speed_main(argv):
     del argv
     absl_logging.set_verbosity(absl_logging.ERROR)
     config = AlbertConfig.preset(FLAGS.preset)
@@ -555,5 +617,172 @@ def main(argv):
     common.write_result(results, FLAGS.output_json)
 
 
+# -------------------------------------------------------------------------------------------- runs
+def define_runs_flags():
+    """The flags of `runs`."""
+    flags.DEFINE_string("runs_json", os.path.join(common.FIGURES_DIR, "bench_model.json"),
+                        "The stored `speed` runs.")
+
+TRAIN_SIDES = ("albert_tf", "albert_tf-full", "albert_tf-bf16", "keras-hub", "keras-hub-bf16")
+INFER_COLUMNS = (("albert_tf", "graph"), ("albert_tf", "xla"), ("albert_tf", "savedmodel"), ("keras-hub", "graph"),
+                 ("keras-hub", "xla"), ("albert_tf-bf16", "graph"), ("albert_tf-bf16", "savedmodel"),
+                 ("keras-hub-bf16", "graph"))
+
+
+def _batch_sizes(figures):
+    return sorted({int(key.rsplit("/b", 1)[1]) for key in figures if key.startswith("train/")})
+
+
+def _cell(value, fmt):
+    return "–" if value is None else format(value, fmt)
+
+
+def training_table(runs):
+    """Markdown lines: one row per run, batch size and side that has a training figure."""
+    lines = ["| run | batch | side | graph s/step | of peak | × keras-hub | XLA s/step | of peak | × keras-hub "
+             "| × float32 (graph) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for number, run in enumerate(runs, 1):
+        figures = run["figures"]
+        for batch in _batch_sizes(figures):
+            for side in TRAIN_SIDES:
+                graph, xla = (figures.get(f"train/{side}/{mode}/b{batch}") for mode in ("graph", "xla"))
+                if graph is None and xla is None:
+                    continue
+                baseline = "keras-hub-bf16" if side.endswith("-bf16") else "keras-hub"
+                cells = []
+                for mode, figure in (("graph", graph), ("xla", xla)):
+                    figure = figure or {}
+                    compared = not side.startswith("keras-hub") and f"train/{baseline}/{mode}/b{batch}" in figures
+                    cells += [_cell(figure.get("seconds"), ".3f"), _cell(figure.get("fraction_of_peak"), ".3f"),
+                              _cell(figure.get("keras_hub_ratio") if compared else None, ".3f")]
+                ratio = (graph or {}).get("float32_ratio") if side.endswith("-bf16") else None
+                lines.append(f"| {number} | {batch} | {side} | " + " | ".join(cells) + f" | {_cell(ratio, '.3f')} |")
+    return lines
+
+
+def _infer_peak_ms(run):
+    if run.get("infer_peak_seconds"):
+        return 1000 * run["infer_peak_seconds"]
+    for key, figure in run["figures"].items():
+        if key.startswith("infer/") and figure.get("of_peak_time"):
+            return 1000 * figure["seconds"] / figure["of_peak_time"]
+    return None
+
+
+def inference_table(runs):
+    """Markdown lines: one row per run with batch-1 figures, each cell `ms (x matmul-only time)`."""
+    heads = [f"{side} {mode}" for side, mode in INFER_COLUMNS]
+    lines = ["| run | matmuls alone ms | chained ms | " + " | ".join(heads) + " |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in heads) + " |"]
+    for number, run in enumerate(runs, 1):
+        figures = run["figures"]
+        if not any(key.startswith("infer/") for key in figures):
+            continue
+        peak = _infer_peak_ms(run)
+        chain = run.get("infer_chain_seconds")
+        cells = [_cell(peak, ".1f"), "–" if chain is None else f"{1000 * chain:.1f} ({1000 * chain / peak:.3f}×)"]
+        for side, mode in INFER_COLUMNS:
+            figure = figures.get(f"infer/{side}/{mode}/b1")
+            if figure is None or figure.get("seconds") is None:
+                cells.append("–")
+            else:
+                cells.append(f"{1000 * figure['seconds']:.1f} ({1000 * figure['seconds'] / peak:.3f}×)")
+        lines.append(f"| {number} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def runs_main(argv):
+    del argv
+    with open(FLAGS.runs_json, encoding="utf-8") as f:
+        stored = json.load(f)
+    runs = stored.get("runs", [stored])
+    print("\n".join(training_table(runs)))
+    print()
+    print("\n".join(inference_table(runs)))
+
+
+# ------------------------------------------------------------------------------------------- remat
+def define_remat_flags():
+    """The flags of `remat`."""
+    flags.DEFINE_string("preset", "large_v2", "AlbertConfig preset.")
+    flags.DEFINE_integer("batch_size", 8, "Examples per step.")
+    flags.DEFINE_integer("seq_length", 512, "Sequence length.")
+    flags.DEFINE_integer("num_predictions", 20, "Masked-LM positions per example.")
+    flags.DEFINE_integer("steps", 1, "Timed steps after the warm-up step.")
+    flags.DEFINE_bool("jit_compile", False, "Compile the step with XLA.")
+    common.define_output_json("bench_remat")
+    flags.DEFINE_bool("child_remat", None, "(internal) run one setting in this process and print its JSON.")
+
+
+def _rss_mb():
+    with open("/proc/self/statm", encoding="utf-8") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def run_one(remat):
+    """One setting in this process: {"remat", "baseline_mb", "peak_mb", "step_seconds", "first_step_seconds"}."""
+    config = AlbertConfig.preset(FLAGS.preset)
+    model = set_heads_only(TrainablePretraining(config))  # as the runner builds and compiles it
+    model(dummy_inputs(num_predictions=1), training=False)
+    set_remat(model, remat)
+    model.compile(optimizer=create_optimizer("lamb", 1e-4, 1000, 10), jit_compile=FLAGS.jit_compile)
+    model.optimizer.build(model.trainable_variables)
+    batch = random_features(config, FLAGS.batch_size, FLAGS.seq_length, FLAGS.num_predictions)
+    baseline = _rss_mb()
+    start = time.perf_counter()
+    model.train_on_batch(batch)
+    first = time.perf_counter() - start
+    times = common.time_calls(lambda: model.train_on_batch(batch), FLAGS.steps)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return {"remat": remat, "baseline_mb": baseline, "peak_mb": peak, "step_seconds": statistics.median(times),
+            "first_step_seconds": first}
+
+
+def remat_main(argv):
+    del argv
+    if FLAGS.child_remat is not None:
+        print("RESULT " + json.dumps(run_one(FLAGS.child_remat)))
+        return
+    model, have = common.cpu_description()
+    print(f"{os.cpu_count()} CPU cores: {model}; flags {' '.join(have)}")
+    print(f"{FLAGS.preset}, batch {FLAGS.batch_size}, seq {FLAGS.seq_length}, {FLAGS.num_predictions} MLM positions, "
+          f"jit_compile={FLAGS.jit_compile}; one warm-up step, then {FLAGS.steps} timed")
+    load_before = common.load_average()
+    print(f"load average before: {load_before}")
+    results = {}
+    for remat in (False, True):
+        args = common.module_command(
+            "bench.bench_model", "remat", f"--child_remat={remat}", f"--preset={FLAGS.preset}",
+            f"--batch_size={FLAGS.batch_size}", f"--seq_length={FLAGS.seq_length}",
+            f"--num_predictions={FLAGS.num_predictions}", f"--steps={FLAGS.steps}",
+            f"--jit_compile={FLAGS.jit_compile}")
+        proc = subprocess.run(args, capture_output=True, text=True, check=False, env=common.child_env())
+        lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+        if proc.returncode or not lines:
+            print(f"remat={remat}: the process failed (exit {proc.returncode}; -9 is the kernel's OOM killer)")
+            print(proc.stderr[-2000:])
+            results[remat] = None
+            continue
+        results[remat] = json.loads(lines[0][len("RESULT "):])
+    print(f"load average after: {common.load_average()}")
+    print()
+    print(f"{'remat':6s} {'peak RSS MB':>12s} {'before step MB':>15s} {'step MB':>9s} {'s/step':>8s} {'first step s':>13s}")
+    for remat, r in results.items():
+        if r:
+            print(f"{remat!s:6s} {r['peak_mb']:12.0f} {r['baseline_mb']:15.0f} {r['peak_mb'] - r['baseline_mb']:9.0f} "
+                  f"{r['step_seconds']:8.2f} {r['first_step_seconds']:13.1f}")
+    off, on = results.get(False), results.get(True)
+    if off and on:
+        print()
+        print(f"with --remat: peak RSS /{off['peak_mb'] / on['peak_mb']:.2f}, step memory (peak - before) "
+              f"/{(off['peak_mb'] - off['baseline_mb']) / (on['peak_mb'] - on['baseline_mb']):.2f}, step time "
+              f"x{on['step_seconds'] / off['step_seconds']:.3f}")
+    common.write_result({"load_average_before": load_before, "remat_off": off, "remat_on": on}, FLAGS.output_json,
+                        "bench_remat")
+
+
 if __name__ == "__main__":
-    app.run(main)
+    common.run_subcommands({"speed": common.absl_subcommand(define_speed_flags, speed_main),
+                            "runs": common.absl_subcommand(define_runs_flags, runs_main),
+                            "remat": common.absl_subcommand(define_remat_flags, remat_main)}, "speed")

@@ -6,8 +6,8 @@ sentence order stayed at chance (docs/pretraining_evidence.md). This script vari
 a small model leaves that plateau, every candidate at the same cost, and prunes the worse ones early (successive
 halving) so that the best get the most steps:
 
-    python bench/bench_pretrain_recipe.py --work_dir=/root/albert_recipe_search   # resumable: rerun after a stop
-    python bench/bench_pretrain_recipe.py --work_dir=/tmp/rs_smoke --corpus=shipped --extra_text= \
+    python -m bench.bench_pretrain_recipe --work_dir=/root/albert_recipe_search   # resumable: rerun after a stop
+    python -m bench.bench_pretrain_recipe --work_dir=/tmp/rs_smoke --corpus=shipped --extra_text= \
       --rung_steps=4,8 --eval_every=4 --dupe_factor=1 --vocab_sizes=500 --grid=smoke \
       --results_json=/tmp/rs_smoke/search.json --plot=/tmp/rs_smoke/search.png   # every stage in minutes
 
@@ -21,7 +21,7 @@ one per token: the output softmax and LAMB over its embedding table), so the cos
 Stages, each with the library's own code, all in `--work_dir` (state.json holds what is done):
 
 1. Corpus: the NLTK Gutenberg books (`--gutenberg_dir`) converted by tools/make_shipped_corpus.py, `--eval_book`
-   held out, plus the unlabelled task text of bench/unlabelled_text.py (`--extra_text`, as the second
+   held out, plus the unlabelled task text of bench/support/unlabelled_text.py (`--extra_text`, as the second
    pretrain-finetune run: about 2.5 M tokens of training text).
 2. Vocabularies: `data/30k-clean.model` and, for each of `--vocab_sizes`, a SentencePiece model trained by
    `albert_tf.text.vocab.create_vocab` (create_vocab.py, the original's recipe) on the training text only.
@@ -85,16 +85,12 @@ import subprocess
 import sys
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.join(REPO, "tools"))
-sys.path.insert(0, os.path.join(REPO, "bench"))
+from bench.support import common  # first: the environment every benchmark needs
+from bench.support import unlabelled_text
 
-import common
-import unlabelled_text
 from absl import app, flags, logging
+
+REPO = common.REPO
 
 FLAGS = flags.FLAGS
 
@@ -104,16 +100,15 @@ def define_flags():
     flags.DEFINE_string("work_dir", "/root/albert_recipe_search", "Where every stage writes (resumable).")
     flags.DEFINE_enum("corpus", "shared", ["shared", "shipped"], "shared: whole books of --gutenberg_dir; shipped: "
                                                                  "the excerpts in data/corpus/.")
-    flags.DEFINE_string("gutenberg_dir", os.path.join(REPO, "..", "shared", "data", "corpus", "gutenberg"),
-                        "The raw NLTK Gutenberg selection (for --corpus=shared).")
+    flags.DEFINE_string("gutenberg_dir", common.GUTENBERG, "The raw NLTK Gutenberg selection (for --corpus=shared).")
     flags.DEFINE_string("eval_book", "chesterton-thursday", "Book held out for the evaluation.")
     flags.DEFINE_list("extra_text", list(unlabelled_text.SOURCES), "Unlabelled task text pretrained on beside the "
-                      f"books: any of {', '.join(unlabelled_text.SOURCES)} (bench/unlabelled_text.py).")
-    flags.DEFINE_string("race_dir", os.path.join(REPO, "..", "shared", "data", "race", "RACE"), "RACE folder.")
-    flags.DEFINE_string("squad_file", os.path.join(REPO, "..", "shared", "data", "squad", "dev-v1.1.json.zip"),
+                      f"books: any of {', '.join(unlabelled_text.SOURCES)} (bench/support/unlabelled_text.py).")
+    flags.DEFINE_string("race_dir", os.path.join(common.SHARED_DATA, "race", "RACE"), "RACE folder.")
+    flags.DEFINE_string("squad_file", os.path.join(common.SHARED_DATA, "squad", "dev-v1.1.json.zip"),
                         "SQuAD v1.1 JSON or zip.")
-    flags.DEFINE_string("glue_dir", os.path.join(REPO, "..", "shared", "data", "glue"), "GLUE data folder.")
-    flags.DEFINE_string("albert_config_file", os.path.join(REPO, "data", "albert_config_tiny.json"), "The model.")
+    flags.DEFINE_string("glue_dir", os.path.join(common.SHARED_DATA, "glue"), "GLUE data folder.")
+    flags.DEFINE_string("albert_config_file", common.TINY_CONFIG, "The model.")
     flags.DEFINE_list("vocab_sizes", ["16000", "8000"], "Vocabularies trained by create_vocab on the training text.")
     flags.DEFINE_integer("dupe_factor", 15, "create_pretraining_data --dupe_factor of the training records.")
     flags.DEFINE_enum("grid", "default", ["default", "smoke"], "The candidates (see grid()).")
@@ -123,9 +118,9 @@ def define_flags():
     flags.DEFINE_integer("eval_every", 80, "Held-out evaluation interval, in steps of batch 64 at sequence 128.")
     flags.DEFINE_integer("max_candidate_runs", 0, "Stop after this many candidate-rungs in this call (0: no limit).")
     flags.DEFINE_bool("retry_failed", False, "Run the failed candidate-rungs again.")
-    flags.DEFINE_string("results_json", os.path.join(REPO, "bench", "results", "pretrain_recipe_search.json"),
+    flags.DEFINE_string("results_json", os.path.join(common.RESULTS_DIR, "pretrain_recipe_search.json"),
                         "Where the results go (rewritten after every candidate-rung).")
-    flags.DEFINE_string("plot", os.path.join(REPO, "bench", "figures", "pretrain_recipe_search.png"), "The figure.")
+    flags.DEFINE_string("plot", os.path.join(common.FIGURES_DIR, "pretrain_recipe_search.png"), "The figure.")
     flags.DEFINE_string("train_candidate", None, "(internal) train this candidate to --train_steps in this process.")
     flags.DEFINE_integer("train_steps", 0, "(internal) with --train_candidate.")
 
@@ -135,7 +130,7 @@ UNIT_SEQ = 128  # --rung_steps and --eval_every count steps of BATCH sequences o
 UNIT_TOKENS = BATCH * UNIT_SEQ
 MASKED_LM_PROB = 0.15
 BASE_VOCAB = "30k"
-SPM_30K = os.path.join(REPO, "data", "30k-clean.model")
+SPM_30K = common.SPM_MODEL
 STATE_JSON = "state.json"
 
 
@@ -251,7 +246,7 @@ def corpus(work_dir):
     if FLAGS.corpus == "shipped":
         books = sorted(glob.glob(os.path.join(REPO, "data", "corpus", "gutenberg-*.txt")))
     else:
-        import make_shipped_corpus  # pylint: disable=import-outside-toplevel  (tools/make_shipped_corpus.py)
+        from tools import make_shipped_corpus  # pylint: disable=import-outside-toplevel
 
         source = os.path.abspath(FLAGS.gutenberg_dir)
         names = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(source, "*.txt")))
@@ -474,9 +469,10 @@ def candidate_result(work_dir, cand, state):
 def run_child(work_dir, name, steps, log_path):
     """Trains one candidate to `steps` in a child process (its output appended to the search log); returns
     its exit status."""
-    args = [sys.executable, os.path.abspath(__file__), f"--work_dir={work_dir}", f"--train_candidate={name}",
-            f"--train_steps={steps}"] + [a for a in sys.argv[1:] if not a.startswith(("--work_dir", "--train_"))]
-    env = dict(os.environ, TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1", OMP_NUM_THREADS="1")
+    args = common.module_command("bench.bench_pretrain_recipe", f"--work_dir={work_dir}", f"--train_candidate={name}",
+                                 f"--train_steps={steps}")
+    args += [a for a in sys.argv[1:] if not a.startswith(("--work_dir", "--train_"))]
+    env = common.child_env(TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1", OMP_NUM_THREADS="1")
     with open(log_path, "a", encoding="utf-8") as out:
         return subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, env=env, check=False,
                               preexec_fn=die_with_parent).returncode
@@ -501,7 +497,7 @@ def candidate_files(cand):
             "max_seq_length": cand["seq"]}
 
 
-REFERENCE_JSON = os.path.join(REPO, "bench", "results", "pretrain_finetune_more_text.json")
+REFERENCE_JSON = os.path.join(common.RESULTS_DIR, "pretrain_finetune_more_text.json")
 
 
 def reference_curve(work_dir):

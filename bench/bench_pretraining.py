@@ -1,8 +1,17 @@
-r"""Pretraining throughput on this machine: the full training step, the input pipeline alone, a checkpoint save.
+r"""Pretraining speed on this machine: the training step, the input pipeline and a checkpoint save (`throughput`),
+and what online masking costs the input pipeline (`masking`).
 
-    python bench/bench_pretraining.py                  # base_v2 at seq 128 batch 8, and the demo's tiny config
-    python bench/bench_pretraining.py --base_steps=10 --tiny_steps=400
-    python bench/bench_pretraining.py --base_steps=1 --tiny_steps=10 --pipeline_batches=10 --saves=1 \
+    python -m bench.bench_pretraining [throughput] [flags]
+    python -m bench.bench_pretraining masking [flags]
+
+`throughput` (the default) was `python bench/bench_pretraining.py` and `masking` was `python bench/bench_masking.py`,
+with the same flags; `python -m bench.bench_pretraining <subcommand> --help` lists a subcommand's flags.
+
+throughput: the full training step, the input pipeline alone, a checkpoint save.
+
+    python -m bench.bench_pretraining                  # base_v2 at seq 128 batch 8, and the demo's tiny config
+    python -m bench.bench_pretraining --base_steps=10 --tiny_steps=400
+    python -m bench.bench_pretraining --base_steps=1 --tiny_steps=10 --pipeline_batches=10 --saves=1 \
         --output_json=/tmp/p.json                         # smoke run
 
 Measures, on pretraining records made from the shipped corpus (seq 128, 20 predictions, as the demo's):
@@ -17,54 +26,78 @@ Measures, on pretraining records made from the shipped corpus (seq 128, 20 predi
     training saves), best of --saves.
 The load average is printed before and after: other processes on the machine slow every figure. The figures go
 to --output_json (bench/results/bench_pretraining.json), with the command and the machine.
+
+masking: the cost of online masking (`--masked_lm_budget`): the training input pipeline's examples/s with the stored masks and
+with new masks drawn on every pass, on records of the shipped corpus (max_predictions_per_seq 20), and the masked
+predictions per sequence each gives.
+
+    python -m bench.bench_pretraining masking [--seq_lengths=128,512] [--batch_size=256] [--batches=40] [--rounds=3]
+    python -m bench.bench_pretraining masking --seq_lengths=128 --batches=2 --rounds=1 --output_json=/tmp/m.json   # smoke
+
+Each rate is the median of --rounds runs of --batches batches after one warm-up batch, in one process; the
+pipeline runs with its default parallelism (4 parse/mask calls) on however many cores the machine gives it. The
+figures go to --output_json (bench/results/bench_masking.json), with the command and the machine.
 """
 
+import glob
 import os
-import shutil
+import statistics
 import tempfile
 import time
 
-import common  # first: the environment and sys.path every bench script needs
+from bench.support import common  # first: the environment every benchmark needs
 
 import keras
 import tensorflow as tf
 from absl import app, flags
 
 from albert_tf.config import AlbertConfig
-from albert_tf.data import records
+from albert_tf.data import masking, records
 from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data
 from albert_tf.model import dummy_inputs
 from albert_tf.tasks.pretraining import TrainablePretraining
+from albert_tf.text.tokenization import FullTokenizer
 from albert_tf.train import optimization
 
 REPO = common.REPO
 FLAGS = flags.FLAGS
-flags.DEFINE_integer("seq_length", 128, "max_seq_length of the records and the model.")
-flags.DEFINE_integer("num_predictions", 20, "max_predictions_per_seq of the records.")
-flags.DEFINE_integer("base_batch_size", 8, "Batch of the base_v2 steps.")
-flags.DEFINE_integer("base_steps", 5, "Timed base_v2 steps (after the warm-up calls).")
-flags.DEFINE_integer("tiny_batch_size", 32, "Batch of the tiny config (the demo's).")
-flags.DEFINE_integer("tiny_per_loop", 10, "Steps per call for the tiny config (the demo runs 50).")
-flags.DEFINE_integer("tiny_steps", 30, "Timed tiny steps (a multiple of --tiny_per_loop).")
-flags.DEFINE_integer("warmup_calls", 1, "Calls into TF excluded from the rates (tracing, warm-up).")
-flags.DEFINE_integer("pipeline_batches", 1000, "Batches of the input pipeline timed (of --tiny_batch_size).")
-flags.DEFINE_integer("saves", 3, "Checkpoint saves timed (best reported).")
-flags.DEFINE_string("records", None, "Pretraining records to read (default: made from two shipped books).")
-flags.DEFINE_string("work_dir", None, "Scratch directory (default: a temporary one, removed at the end).")
-flags.DEFINE_string("output_json", None, "Where the figures go (default: bench/results/bench_pretraining.json).")
+BOOKS = os.path.join(REPO, "data", "corpus", "gutenberg-*.txt")
 
 
-def make_records(work_dir):
-    books = sorted(f for f in os.listdir(os.path.join(REPO, "data", "corpus")) if f.startswith("gutenberg-"))[:2]
-    path = os.path.join(work_dir, "bench.tfrecord")
-    start = time.time()
-    stats = create_pretraining_data(",".join(os.path.join(REPO, "data", "corpus", b) for b in books), [path],
-                                    spm_model_file=os.path.join(REPO, "data", "30k-clean.model"),
-                                    config=PretrainingConfig(max_seq_length=FLAGS.seq_length,
-                                                             max_predictions_per_seq=FLAGS.num_predictions,
-                                                             dupe_factor=1),
+def define_throughput_flags():
+    """The flags of `throughput`."""
+    flags.DEFINE_integer("seq_length", 128, "max_seq_length of the records and the model.")
+    flags.DEFINE_integer("num_predictions", 20, "max_predictions_per_seq of the records.")
+    flags.DEFINE_integer("base_batch_size", 8, "Batch of the base_v2 steps.")
+    flags.DEFINE_integer("base_steps", 5, "Timed base_v2 steps (after the warm-up calls).")
+    flags.DEFINE_integer("tiny_batch_size", 32, "Batch of the tiny config (the demo's).")
+    flags.DEFINE_integer("tiny_per_loop", 10, "Steps per call for the tiny config (the demo runs 50).")
+    flags.DEFINE_integer("tiny_steps", 30, "Timed tiny steps (a multiple of --tiny_per_loop).")
+    flags.DEFINE_integer("warmup_calls", 1, "Calls into TF excluded from the rates (tracing, warm-up).")
+    flags.DEFINE_integer("pipeline_batches", 1000, "Batches of the input pipeline timed (of --tiny_batch_size).")
+    flags.DEFINE_integer("saves", 3, "Checkpoint saves timed (best reported).")
+    flags.DEFINE_string("records", None, "Pretraining records to read (default: made from two shipped books).")
+    common.define_work_dir("the records and checkpoints")
+    common.define_output_json("bench_pretraining")
+
+
+
+def make_records(work_dir, books, seq_length, num_predictions, name):
+    """(path, instances) of records of the shipped books `books` (dupe_factor 1) in `work_dir`."""
+    path = os.path.join(work_dir, name)
+    config = PretrainingConfig(max_seq_length=seq_length, max_predictions_per_seq=num_predictions, dupe_factor=1)
+    stats = create_pretraining_data(",".join(books), [path], spm_model_file=common.SPM_MODEL, config=config,
                                     num_workers=2)
-    print(f"records: {stats.instances} instances from {', '.join(books)} in {time.time() - start:.1f} s")
+    return path, stats.instances
+
+
+def throughput_records(work_dir):
+    """Records of the first two shipped books at --seq_length and --num_predictions."""
+    books = sorted(glob.glob(BOOKS))[:2]
+    start = time.time()
+    path, instances = make_records(work_dir, books, FLAGS.seq_length, FLAGS.num_predictions, "bench.tfrecord")
+    print(f"records: {instances} instances from {', '.join(os.path.basename(b) for b in books)} in "
+          f"{time.time() - start:.1f} s")
     return path
 
 
@@ -133,16 +166,15 @@ def save_cost(model, work_dir, saves):
     return min(times), size
 
 
-def main(argv):
+def throughput_main(argv):
     del argv
     load_before = common.load_average()
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {os.cpu_count()} CPUs; load average {load_before}")
-    work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_pretraining.")
-    try:
-        path = FLAGS.records or make_records(work_dir)
+    with common.scratch_dir(FLAGS.work_dir, "bench_pretraining.") as work_dir:
+        path = FLAGS.records or throughput_records(work_dir)
         pipeline = pipeline_rate(path, FLAGS.tiny_batch_size, FLAGS.pipeline_batches)
 
-        tiny = AlbertConfig.from_json_file(os.path.join(REPO, "data", "albert_config_tiny.json"))
+        tiny = AlbertConfig.from_json_file(common.TINY_CONFIG)
         tiny_steps, tiny_examples, _ = train_rate("tiny demo config", tiny, path, FLAGS.tiny_batch_size, FLAGS.tiny_per_loop,
                                          FLAGS.tiny_steps)
         base_steps, base_examples, base_model = train_rate("base_v2", AlbertConfig.preset("base_v2"), path,
@@ -166,10 +198,62 @@ def main(argv):
                              "pipeline_examples_per_second": pipeline, "base_v2_checkpoint_save_seconds": seconds,
                              "base_v2_checkpoint_mib": size / 2 ** 20},
                             FLAGS.output_json)
-    finally:
-        if not FLAGS.work_dir:
-            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------------------- masking
+SLOTS = 20  # max_predictions_per_seq of the masking records
+
+
+def define_masking_flags():
+    """The flags of `masking`."""
+    flags.DEFINE_list("seq_lengths", ["128", "512"], "Record lengths to measure.")
+    flags.DEFINE_integer("batch_size", 256, "Batch size of the pipeline.")
+    flags.DEFINE_integer("batches", 40, "Batches timed per round.")
+    flags.DEFINE_integer("rounds", 3, "Rounds per setting (the median is printed).")
+    common.define_output_json("bench_masking")
+
+
+def masking_rate(dataset, batches, rounds):
+    """(median examples/s, mean masked predictions per sequence) over `rounds` runs of `batches` batches."""
+    iterator = iter(dataset)
+    next(iterator)
+    rates, masked, sequences = [], 0.0, 0
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(batches):
+            batch = next(iterator)
+            masked += float(batch["masked_lm_weights"].numpy().sum())
+            sequences += batch["masked_lm_weights"].shape[0]
+        rates.append(batches * batch["input_ids"].shape[0] / (time.perf_counter() - start))
+    return statistics.median(rates), masked / sequences
+
+
+def masking_main(argv):
+    del argv
+    config = masking.MaskingConfig.from_tokenizer(FullTokenizer(spm_model_file=common.SPM_MODEL), 0.15, SLOTS)
+    load_before, figures = common.load_average(), {}
+    print(f"load average before: {load_before}")
+    with tempfile.TemporaryDirectory() as work_dir:
+        for seq_length in (int(s) for s in FLAGS.seq_lengths):
+            path, instances = make_records(work_dir, sorted(glob.glob(BOOKS)), seq_length, SLOTS,
+                                           f"corpus-{seq_length}.tfrecord")
+            results = {}
+            for name, online in (("stored masks", None), ("online masking", config)):
+                dataset = records.pretraining_dataset(path, seq_length, SLOTS, FLAGS.batch_size, is_training=True,
+                                                      seed=1, masking=online)
+                results[name] = masking_rate(dataset, FLAGS.batches, FLAGS.rounds)
+                print(f"seq {seq_length} ({instances} records), {name}: {results[name][0]:,.0f} examples/s, "
+                      f"{results[name][1]:.2f} masked predictions per sequence")
+            stored, online = results["stored masks"][0], results["online masking"][0]
+            print(f"  online masking costs {stored / online:.1f}x the pipeline time of the stored masks")
+            figures[str(seq_length)] = {"records": instances, **{
+                name: {"examples_per_second": rate_, "masked_per_sequence": masked}
+                for name, (rate_, masked) in results.items()}}
+    print(f"load average after: {common.load_average()}")
+    common.write_result({"load_average_before": load_before, "batch_size": FLAGS.batch_size, "batches": FLAGS.batches,
+                         "rounds": FLAGS.rounds, "seq_lengths": figures}, FLAGS.output_json, "bench_masking")
 
 
 if __name__ == "__main__":
-    app.run(main)
+    common.run_subcommands({"throughput": common.absl_subcommand(define_throughput_flags, throughput_main),
+                            "masking": common.absl_subcommand(define_masking_flags, masking_main)}, "throughput")

@@ -36,7 +36,7 @@ losses. Default run (17 minutes on 2 shared cores): tiny config (`data/albert_co
 steps on a held-out book, seeds 1,2,3, plus 50 steps of LAMB:
 
   pip install -r bench/requirements.txt -r bench/requirements-reference.txt
-  python bench/bench_reference_pretraining.py
+  python -m bench.bench_reference_pretraining
 
 Shorter runs: `--num_train_steps=60 --eval_every=20 --compare_steps=20 --seeds=1,2` (a few minutes), or
 `--nolamb`; `--max_seq_length=32 --num_train_steps=4 --num_warmup_steps=2 --eval_every=4 --compare_steps=4
@@ -51,16 +51,13 @@ import math
 import os
 import platform
 import re
-import shutil
-import sys
-import tempfile
 import time
+
+from bench.support import common  # first: the environment every benchmark needs
 
 from absl import app, flags
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO not in sys.path:
-    sys.path.insert(0, REPO)
+REPO = common.REPO
 
 FLAGS = flags.FLAGS
 
@@ -73,9 +70,8 @@ def define_flags():
                         "(dupe_factor 2).")
     flags.DEFINE_string("heldout_book", "gutenberg-melville-moby_dick.txt", "The book of data/corpus/ held out.")
     flags.DEFINE_integer("dupe_factor", 2, "Copies (with other masks) of the training text in the built records.")
-    flags.DEFINE_string("albert_config_file", os.path.join(REPO, "data", "albert_config_tiny.json"),
-                        "The model's config; dropout is set to 0.")
-    flags.DEFINE_string("spm_model_file", os.path.join(REPO, "data", "30k-clean.model"), "The records' tokenizer.")
+    flags.DEFINE_string("albert_config_file", common.TINY_CONFIG, "The model's config; dropout is set to 0.")
+    flags.DEFINE_string("spm_model_file", common.SPM_MODEL, "The records' tokenizer.")
     flags.DEFINE_integer("max_seq_length", 64, "Sequence length of the records.")
     flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per record.")
     flags.DEFINE_integer("train_batch_size", 16, "Batch size.")
@@ -97,9 +93,9 @@ def define_flags():
     flags.DEFINE_integer("threads", 1, "Threads of TensorFlow (intra and inter op) and of PyTorch.")
     flags.DEFINE_string("work_dir", None, "Where records, checkpoints and runs go (default: a temporary folder, "
                         "removed at the end).")
-    flags.DEFINE_string("output_json", os.path.join(REPO, "bench", "results", "reference_pretraining.json"),
+    flags.DEFINE_string("output_json", os.path.join(common.RESULTS_DIR, "reference_pretraining.json"),
                         "The results file.")
-    flags.DEFINE_string("output_figure", os.path.join(REPO, "bench", "figures", "reference_pretraining.png"),
+    flags.DEFINE_string("output_figure", os.path.join(common.FIGURES_DIR, "reference_pretraining.png"),
                         "The plot (empty: no plot).")
     # A fault to inject, to show the comparison catches it (the test does): the reference's decay exclusion patterns.
     flags.DEFINE_list("reference_decay_exclusions", ["LayerNorm", "layer_norm", "bias"],
@@ -166,7 +162,7 @@ def make_initial_checkpoint(config, work_dir):
     import keras
 
     import albert_tf
-    from albert_tf.convert import convert
+    from albert_tf.checkpoints.conversion import convert
     from albert_tf.model import dummy_inputs
 
     keras.utils.set_random_seed(FLAGS.init_seed)
@@ -182,7 +178,7 @@ def make_initial_checkpoint(config, work_dir):
 def to_huggingface(prefix, hf_dir, config_file, convert=None):
     """`python -m albert_tf.convert --output_format=huggingface` (its function): config.json + model.safetensors."""
     if convert is None:
-        from albert_tf.convert import convert
+        from albert_tf.checkpoints.conversion import convert
     convert(input_checkpoint=prefix, output_path=hf_dir, output_format="huggingface",
             albert_config_file=config_file)
     return hf_dir
@@ -577,7 +573,6 @@ def versions():
 
 def main(argv):
     del argv
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
@@ -592,10 +587,7 @@ def main(argv):
     seeds = [int(s) for s in FLAGS.seeds]
     if FLAGS.compare_steps > FLAGS.num_train_steps:
         raise app.UsageError("--compare_steps must not exceed --num_train_steps")
-    own_work_dir = FLAGS.work_dir is None
-    work_dir = tempfile.mkdtemp(prefix="reference_pretraining_") if own_work_dir else FLAGS.work_dir
-    os.makedirs(work_dir, exist_ok=True)
-    try:
+    with common.scratch_dir(FLAGS.work_dir, "reference_pretraining_") as work_dir:
         config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
         config.hidden_dropout_prob = 0.0
         config.attention_probs_dropout_prob = 0.0
@@ -615,7 +607,7 @@ def main(argv):
         runs = [("adamw", FLAGS.num_train_steps, FLAGS.num_warmup_steps, FLAGS.learning_rate, seeds)]
         if FLAGS.lamb:
             runs.append(("lamb", FLAGS.compare_steps, FLAGS.lamb_warmup_steps, FLAGS.lamb_learning_rate, seeds[:1]))
-        result = {"command": " ".join(["python", os.path.relpath(os.path.abspath(sys.argv[0]), REPO)] + sys.argv[1:]),
+        result = {"command": common.command(),
                   "versions": versions(), "machine": platform.machine(), "cpus": os.cpu_count(),
                   "settings": {"albert_config": config.to_dict(), "max_seq_length": FLAGS.max_seq_length,
                                "max_predictions_per_seq": FLAGS.max_predictions_per_seq,
@@ -706,9 +698,6 @@ def main(argv):
         print(json.dumps({"verdicts": verdicts, "pass": result["pass"]}, indent=1))
         print(f"wrote {FLAGS.output_json}" + (f" and {FLAGS.output_figure}" if FLAGS.output_figure else "")
               + f" in {result['seconds']:.0f} s")
-    finally:
-        if own_work_dir:
-            shutil.rmtree(work_dir, ignore_errors=True)
     return 0 if result["pass"] else 1
 
 

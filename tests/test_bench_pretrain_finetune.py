@@ -1,27 +1,15 @@
-"""The pieces `bench/bench_pretrain_finetune.py` adds around the library: the unlabelled task text it pretrains on
-(`bench/unlabelled_text.py`: passages only, never a label, a question or a dev sentence; through `prepare_corpus`
-into the input format) and the recognition of a collapsed fine-tuning run that its learning-rate choice leaves out
-(`bench/majority_class.py`)."""
+"""The pieces `python -m bench.bench_pretrain_finetune` adds around the library: the unlabelled task text it
+pretrains on (`bench/support/unlabelled_text.py`: passages only, never a label, a question or a dev sentence;
+through `prepare_corpus` into the input format) and the recognition of a collapsed fine-tuning run that its
+learning-rate choice leaves out (`bench/support/majority_class.py`)."""
 
-import importlib.util
 import json
 import os
 import zipfile
 
 import pytest
 
-from tests.helpers import REPO
-
-
-def _bench(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "bench", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-unlabelled_text = _bench("unlabelled_text")
-majority_class = _bench("majority_class")
+from bench.support import majority_class, unlabelled_text
 
 
 def _write(path, text):

@@ -1,28 +1,15 @@
-"""The logic of `bench/bench_pretrain_recipe.py` that decides what a multi-day search runs: the grid, the budget in
+"""The logic of `python -m bench.bench_pretrain_recipe` that decides what a multi-day search runs: the grid, the budget in
 tokens, successive halving's cut, resuming from the state file (a finished rung is never redone, a changed search
 is refused), the learning-rate schedule planned over the whole search whatever step a rung stops at, and the
 label subsets of the next step (fine-tuning on few labels)."""
 
-import importlib.util
 import json
 import math
 import os
 
 import pytest
 
-from tests.helpers import REPO
-
-
-def _bench():
-    """The script imported as a module (it defines its flags only when run)."""
-    spec = importlib.util.spec_from_file_location("bench_pretrain_recipe",
-                                                  os.path.join(REPO, "bench", "bench_pretrain_recipe.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-recipe = _bench()
+from bench import bench_pretrain_recipe as recipe  # it defines its flags only when run
 
 SETTINGS = {"rung_steps": [2, 6, 18], "eta": 3}
 

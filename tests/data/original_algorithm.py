@@ -5,7 +5,7 @@ line to piece strings, build instances with one `random.Random` and numpy's glob
 n-gram lengths, shuffle all instances, write a `tf.train.Example` per instance. It was written from the original's
 documented behaviour, not copied from it. The tests compare the statistics of `albert_tf.data.pretraining_data`
 with it (instance count, lengths, label balance, masked count); the original's own script cannot run in the test
-suite (it is not part of this repository), so `bench/bench_pretraining_data.py --original_dir` times that one.
+suite (it is not part of this repository), so `python -m bench.bench_pretraining_data --original_dir` times that one.
 """
 
 import collections

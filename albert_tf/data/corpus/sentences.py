@@ -1,10 +1,10 @@
 """Paragraphs into sentences: Bling Fire's sentence breaker, after a split at Chinese and Japanese sentence-final
 punctuation (。！？ and the closing quotes or brackets after them).
 
-Bling Fire was chosen by `bench/bench_sentence_split.py` (docs/corpus.md, "Sentence splitting"): it is a compiled
-finite-state machine that needs no model download, about as accurate as pysbd on the hand-checked sample and about
-100 times faster. Its native library is built for x86-64 only; elsewhere `splitter("pysbd")` (pure Python, slow) does
-the same job.
+Bling Fire was chosen by `python -m bench.bench_pretraining_data sentence_split` (docs/corpus.md, "Sentence
+splitting"): it is a compiled finite-state machine that needs no model download, about as accurate as pysbd on the
+hand-checked sample and about 100 times faster. Its native library is built for x86-64 only; elsewhere
+`splitter("pysbd")` (pure Python, slow) does the same job.
 """
 
 import re

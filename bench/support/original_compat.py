@@ -1,6 +1,6 @@
 """Runs a script of the original google-research/albert release under this project's TensorFlow (2.x).
 
-    python bench/original_compat.py ORIGINAL_DIR/create_pretraining_data.py --input_file=... [flags]
+    python -m bench.support.original_compat ORIGINAL_DIR/create_pretraining_data.py --input_file=... [flags]
 
 The original's files are never part of this repository: pass the path of a checkout (the benchmark's
 `--original_dir`). They were written for TF 1.15 and `tensorflow.compat.v1`; what they need that TF 2.x lacks is
@@ -13,12 +13,14 @@ provided here, for this process only, and nothing of theirs is changed:
   `tf.gfile`, `tf.logging`, `tf.python_io`, `tf.flags`, `tf.app`) yields `tensorflow.compat.v1`; every other
   module imports TensorFlow unchanged. The newest release already imports `tensorflow.compat.v1` itself.
 
-The script then runs as `__main__` with the original's directory first on `sys.path` (for its `import
-tokenization`) and the remaining arguments as its command line, exactly as `python create_pretraining_data.py ...`
-would run it there.
+The script then runs as `__main__`, its top-level imports looked up in the original's directory first (for its
+`import tokenization`), and the remaining arguments as its command line, exactly as `python
+create_pretraining_data.py ...` would run it there.
 """
 
 import builtins
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import os
 import runpy
@@ -47,16 +49,27 @@ def _install_v1_import(original_dir):
     builtins.__import__ = import_
 
 
+class _OriginalFirst(importlib.abc.MetaPathFinder):
+    """Finds top-level modules in the original's directory before anywhere else, as Python does for a script's
+    own directory."""
+
+    def __init__(self, directory):
+        self.directory = directory
+
+    def find_spec(self, name, path=None, target=None):  # pylint: disable=unused-argument
+        return importlib.machinery.PathFinder.find_spec(name, [self.directory]) if path is None else None
+
+
 def main(argv):
     if len(argv) < 2:
-        raise SystemExit("usage: original_compat.py ORIGINAL_SCRIPT [flags...]")
+        raise SystemExit("usage: python -m bench.support.original_compat ORIGINAL_SCRIPT [flags...]")
     script = os.path.abspath(argv[1])
     if not os.path.isfile(script):
         raise SystemExit(f"original script not found: {script}")
     original_dir = os.path.dirname(script)
     _install_hub_stand_in()
     _install_v1_import(original_dir)
-    sys.path.insert(0, original_dir)
+    sys.meta_path.insert(0, _OriginalFirst(original_dir))
     sys.argv = [script] + argv[2:]
     runpy.run_path(script, run_name="__main__")
 
