@@ -87,8 +87,7 @@ sys.path.insert(0, os.path.join(REPO, "tools"))
 
 from absl import app, flags, logging  # noqa: E402
 
-import majority_class  # noqa: E402  (bench/majority_class.py)
-import unlabelled_text  # noqa: E402  (bench/unlabelled_text.py)
+from bench.support import majority_class, unlabelled_text  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", "/tmp/albert_pretrain_finetune", "Where every stage writes (resumable).")
