@@ -1,9 +1,6 @@
-"""The metrics GLUE tasks are judged by, computed with numpy on whole evaluation sets.
-
-* accuracy: every classification task;
-* F1 of the positive class (label index 1): MRPC and QQP (reported with accuracy);
-* Matthews correlation coefficient: CoLA;
-* Pearson and Spearman correlation: STS-B (a regression task; MSE is reported too).
+"""The metrics GLUE tasks are judged by, computed with numpy on whole evaluation sets: accuracy, F1 of the
+positive class (label index 1), Matthews correlation coefficient, Pearson and Spearman correlation and MSE (for a
+score). Which task reports which is its entry's in `albert_tf.task_table`.
 
 The functions take label and prediction arrays (label indices for classification, scores for regression) and
 return Python floats. Degenerate inputs follow scikit-learn's conventions where it has one: F1 and Matthews
@@ -12,23 +9,14 @@ confusion matrix), and the correlations are NaN when either input is constant (a
 
 `task_metrics(task_name, labels, predictions)` gives a task's dict of results under the original's result names
 (`eval_accuracy`, `matthew_corr`, `pearson`, plus `f1`, `spearman`, `MSE`), and `primary_metric(task_name)` the
-one used to pick the best checkpoint.
+one used to pick the best checkpoint (a name the table does not hold is a user's own task).
 """
 
 import math
 
 import numpy as np
 
-# Which metric decides the best checkpoint, per task. The original kept MRPC and QQP by accuracy; GLUE ranks
-# them by F1 (and accuracy), which is what is used here.
-PRIMARY_METRICS = {
-    "cola": "matthew_corr",
-    "sts-b": "pearson",
-    "mrpc": "f1",
-    "qqp": "f1",
-}
-DEFAULT_PRIMARY = "eval_accuracy"
-F1_TASKS = ("mrpc", "qqp")
+from albert_tf import task_table
 
 
 def _as_1d(values, name):
@@ -127,43 +115,41 @@ def mean_squared_error(labels, predictions):
     return float(np.mean((labels.astype(np.float64) - predictions.astype(np.float64)) ** 2))
 
 
+# The functions behind the result names a task of `task_table` reports.
+_METRICS = {"eval_accuracy": accuracy, "f1": f1_score, "matthew_corr": matthews_corrcoef, "pearson": pearson,
+            "spearman": spearman, "MSE": mean_squared_error}
+
+
+def _scoring(task_name, regression, two_class=False):
+    return task_table.classifier_task(task_name).scoring_for(regression, two_class)
+
+
 def primary_metric(task_name, regression=False):
     """The result name that picks the best checkpoint for `task_name` (`pearson` for any regression task)."""
-    task_name = (task_name or "").lower()
-    if task_name in PRIMARY_METRICS:
-        return PRIMARY_METRICS[task_name]
-    return "pearson" if regression else DEFAULT_PRIMARY
+    return _scoring(task_name, regression).primary
 
 
 def task_metrics(task_name, labels, predictions, regression=False, num_labels=None):
     """The results reported for a task: a dict of floats.
 
     Args:
-      task_name: a GLUE task name (any case) or a user's task name.
+      task_name: a task of `task_table` (any case) or a user's task name.
       labels: label indices (classification) or gold scores (regression), shape [N].
       predictions: predicted label indices or scores, shape [N].
       regression: whether the task is a regression task (implied for sts-b).
       num_labels: number of classes of a user's task (two-class tasks also get `f1` and `matthew_corr`); when
         None, a task whose labels and predictions are all 0 or 1 counts as two-class.
     Returns:
-      classification: `eval_accuracy`, plus `f1` (MRPC, QQP, and any two-class user task) and `matthew_corr`
-      (CoLA, and any two-class user task); regression: `pearson`, `spearman`, `MSE`.
+      the task's results (`task_table`): classification: `eval_accuracy`, plus `f1` (MRPC, QQP, and any two-class
+      user task) and `matthew_corr` (CoLA, and any two-class user task); regression: `pearson`, `spearman`, `MSE`.
     """
-    task_name = (task_name or "").lower()
-    if regression or task_name == "sts-b":
-        return {"pearson": pearson(labels, predictions), "spearman": spearman(labels, predictions),
-                "MSE": mean_squared_error(labels, predictions)}
-    results = {"eval_accuracy": accuracy(labels, predictions)}
-    glue = task_name in ("cola", "mnli", "mismnli", "mrpc", "qnli", "qqp", "rte", "sst-2", "wnli")
+    labels, predictions = _pair(labels, predictions)
     if num_labels is not None:
-        binary = num_labels == 2
+        two_class = num_labels == 2
     else:
-        binary = np.max(np.concatenate([_as_1d(labels, "labels"), _as_1d(predictions, "predictions")])) <= 1
-    if task_name in F1_TASKS or (not glue and binary):
-        results["f1"] = f1_score(labels, predictions)
-    if task_name == "cola" or (not glue and binary):
-        results["matthew_corr"] = matthews_corrcoef(labels, predictions)
-    return results
+        two_class = np.max(np.concatenate([labels, predictions])) <= 1
+    names = _scoring(task_name, regression, bool(two_class)).metrics
+    return {name: _METRICS[name](labels, predictions) for name in names}
 
 
 def probabilities_from_logits(logits, regression):

@@ -3,7 +3,9 @@ records written per question."""
 
 import numpy as np
 
-LABELS = ("A", "B", "C", "D")
+from albert_tf import task_table
+
+LABELS = task_table.get("race").labels
 LEVELS = ("middle", "high")
 NO_LABEL = -1
 

@@ -8,8 +8,7 @@ What differs from the other tasks:
   with `length_bucketing` training batches group examples of similar length;
 * the model: `AlbertClassifier` (dropout + dense on the pooled output; cross-entropy, or squared error for
   regression), with an accuracy metric while training;
-* the metric that picks the best checkpoint: accuracy, F1 for MRPC/QQP, Matthews correlation for CoLA, Pearson
-  for STS-B and any regression (`--best_metric` overrides);
+* the metric that picks the best checkpoint: the task's in `albert_tf.task_table` (`--best_metric` overrides);
 * predictions: `test_results.tsv` (class probabilities, or the score) and `submit_results.tsv` (a GLUE
   submission: `index<TAB>prediction`, label strings);
 * the export: `serving.classifier.export_classifier` (ids, tf.Examples, text and text pairs); with
@@ -26,7 +25,7 @@ import os
 import keras
 import tensorflow as tf
 
-from albert_tf import fileio
+from albert_tf import fileio, task_table
 from albert_tf.checkpoints import huggingface
 from albert_tf.config import AlbertConfig
 from albert_tf.data import glue
@@ -71,8 +70,7 @@ class ClassifierParams(RuntimeParams):
                                           role="input_file")
     output_dir: str = setting(help_text="Where checkpoints, results and predictions are written.", flag_default=None,
                               role="output_dir", writes=CLASSIFIER_WRITES, trains=False)
-    task_name: str = setting(None, "The task: cola, mnli, mismnli, mrpc, qnli, qqp, rte, sst-2, sts-b, wnli; or any "
-                                   "name for your own files (default 'custom').")
+    task_name: str = setting(None, task_table.task_name_help())
     data_dir: str = setting(None, "The input data dir: the GLUE folder holding the task's folder (e.g. SST-2/), or "
                                   "the task's folder itself. With --train_file etc., relative paths are looked up "
                                   "here.", role="input_dir")
@@ -120,9 +118,7 @@ class ClassifierParams(RuntimeParams):
     # The flag's default is the original's NaN, which the script reads as None (no threshold).
     threshold_to_export: float = setting(None, "A classification threshold to serve with the exported model (output "
                                                "'threshold').", flag_default=float("nan"), trains=False)
-    best_metric: str = setting(None, "Result that picks the best checkpoint (default: the task's: eval_accuracy; f1 "
-                                     "for mrpc/qqp; matthew_corr for cola; pearson for sts-b and regression).",
-                               trains=False)
+    best_metric: str = setting(None, task_table.best_metric_help(), trains=False)
 
 
 def build_classifier(config, num_labels, dropout_prob=0.1, preprocessor=None):

@@ -16,7 +16,7 @@ import os
 import keras
 import tensorflow as tf
 
-from albert_tf import fileio
+from albert_tf import fileio, task_table
 from albert_tf.config import AlbertConfig
 from albert_tf.data import race
 from albert_tf.errors import DataError, UsageError
@@ -152,7 +152,7 @@ class RaceTask(TaskBase):
         return [self.record_files["train"]]
 
     def primary_metric(self, params):
-        return "accuracy"
+        return task_table.get(self.name).scoring.primary
 
     def train_schedule(self, params):
         return Schedule(params.train_step, params.warmup_step, 0, 1.0, params.optimizer, params.learning_rate,

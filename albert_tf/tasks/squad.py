@@ -26,7 +26,7 @@ import os
 import keras
 import tensorflow as tf
 
-from albert_tf import fileio
+from albert_tf import fileio, task_table
 from albert_tf.checkpoints import huggingface
 from albert_tf.config import AlbertConfig
 from albert_tf.data import squad
@@ -238,7 +238,7 @@ class SquadTask(TaskBase):
         return [self.train.feature_file]
 
     def primary_metric(self, params):
-        return "f1"
+        return task_table.get("squad-v2" if params.version_2_with_negative else "squad").scoring.primary
 
     def build_model(self, params):
         model = TrainableSquad(params.albert_config, version_2=params.version_2_with_negative,

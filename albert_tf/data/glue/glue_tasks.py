@@ -1,77 +1,38 @@
-"""The GLUE tasks of the original's `run_classifier`: where each split's file is (`<data_dir>/<TaskDir>/<file>`, or
-the task folder itself), its header rows, column positions and label set (`GLUE_TASKS`), `GlueProcessor` reading
-them, and `get_processor`, which gives a GLUE task's processor or, given files, a `CsvProcessor` for a user's own."""
+"""The GLUE tasks of the original's `run_classifier`, as `albert_tf.task_table` declares them (where each split's
+file is, `<data_dir>/<TaskDir>/<file>` or the task folder itself, its header rows, column positions and label set):
+`GlueProcessor` reading them, and `get_processor`, which gives the processor of a task of the table or, given files,
+the reader of a user's own (`CsvProcessor`)."""
 
-import dataclasses
 import logging
 import os
 
 import tensorflow as tf
 
+from albert_tf import task_table
 from albert_tf.data.glue.errors import MalformedRowError, MissingSplitError, UnknownTaskError
 from albert_tf.data.glue.processor import SPLITS, DataProcessor, InputExample
 from albert_tf.data.glue.rows import read_rows
-from albert_tf.data.glue.user_files import CsvProcessor
+
+# The GLUE tasks' entries of the table as it stood at import, by name (`get_processor` reads the table itself).
+GLUE_TASKS = {task.name: task for task in task_table.TASKS if isinstance(task.source, task_table.GlueFiles)}
 
 
-@dataclasses.dataclass(frozen=True)
-class _Layout:
-    """Where a split's fields are: header row or not, text/label/guid column positions (label -1 = last)."""
-
-    header: bool
-    text_a: int
-    text_b: int = None
-    label: int = None
-    guid: int = None
-
-
-def _layouts(train, test):
-    return {"train": train, "dev": train, "test": test}
-
-
-@dataclasses.dataclass(frozen=True)
-class _GlueTask:
-    directory: str
-    labels: tuple
-    layouts: dict
-    files: tuple = ("train.tsv", "dev.tsv", "test.tsv")
-    regression: bool = False
-    skip_short_rows: bool = False
-
-
-_NLI_LAYOUT = _layouts(_Layout(True, 1, 2, -1, 0), _Layout(True, 1, 2, None, 0))
-_MNLI_LAYOUT = _layouts(_Layout(True, 8, 9, -1, 0), _Layout(True, 8, 9, None, 0))
-
-GLUE_TASKS = {
-    "cola": _GlueTask("CoLA", ("0", "1"), _layouts(_Layout(False, 3, None, 1), _Layout(True, 1, None, None, 0))),
-    "mnli": _GlueTask("MNLI", ("contradiction", "entailment", "neutral"), _MNLI_LAYOUT,
-                      files=("train.tsv", "dev_matched.tsv", "test_matched.tsv")),
-    "mismnli": _GlueTask("MNLI", ("contradiction", "entailment", "neutral"), _MNLI_LAYOUT,
-                         files=("train.tsv", "dev_mismatched.tsv", "test_mismatched.tsv")),
-    "mrpc": _GlueTask("MRPC", ("0", "1"), _layouts(_Layout(True, 3, 4, 0), _Layout(True, 3, 4, None, 0))),
-    "qnli": _GlueTask("QNLI", ("entailment", "not_entailment"), _NLI_LAYOUT),
-    # The original skips QQP train/dev rows that lack columns; so does this reader (each one is logged).
-    "qqp": _GlueTask("QQP", ("0", "1"), _layouts(_Layout(True, 3, 4, 5, 0), _Layout(True, 1, 2, None, 0)),
-                     skip_short_rows=True),
-    "rte": _GlueTask("RTE", ("entailment", "not_entailment"), _NLI_LAYOUT),
-    "sst-2": _GlueTask("SST-2", ("0", "1"), _layouts(_Layout(True, 0, None, 1), _Layout(True, 1, None, None, 0))),
-    "sts-b": _GlueTask("STS-B", (None,), _layouts(_Layout(True, 7, 8, -1, 0), _Layout(True, 7, 8, None, 0)),
-                       regression=True),
-    "wnli": _GlueTask("WNLI", ("0", "1"), _NLI_LAYOUT),
-}
+def _known_tasks():
+    return ", ".join(sorted(task.name for task in task_table.named_tasks(task_table.CLASSIFIER)))
 
 
 class GlueProcessor(DataProcessor):
-    """A GLUE task of the original's `run_classifier` (see `GLUE_TASKS` for layouts and label sets)."""
+    """A task of `task_table` whose files are GLUE's (`task.source`, a `task_table.GlueFiles`: layouts, files)."""
 
     def __init__(self, task_name):
         task_name = task_name.lower()
-        if task_name not in GLUE_TASKS:
-            raise UnknownTaskError(f"unknown task {task_name!r}; known tasks: {', '.join(sorted(GLUE_TASKS))}")
+        entry = task_table.get(task_name)
+        if entry is None or not isinstance(entry.source, task_table.GlueFiles):
+            raise UnknownTaskError(f"unknown task {task_name!r}; known tasks: {_known_tasks()}")
         self.task_name = task_name
-        self.task = GLUE_TASKS[task_name]
-        self.labels = list(self.task.labels)
-        self.is_regression = self.task.regression
+        self.task = entry.source
+        self.labels = list(entry.labels)
+        self.is_regression = entry.regression
 
     def split_path(self, data_dir, split):
         if not data_dir:
@@ -112,14 +73,20 @@ class GlueProcessor(DataProcessor):
 
 
 def get_processor(task_name, **csv_options):
-    """The processor of a GLUE task (`GLUE_TASKS`), or with `csv_options` (see `CsvProcessor`) a user's files.
+    """The processor of a task of `task_table` (its reader, given the task's name), or with `csv_options` (see
+    `CsvProcessor`) the reader of a user's own files.
 
     Raises:
-      UnknownTaskError: `task_name` is not a GLUE task and no files were given; the message lists the tasks.
+      UnknownTaskError: `task_name` names no `run_classifier.py` task and no files were given; the message lists
+        the tasks.
     """
     if any(csv_options.get(k) for k in ("train_file", "dev_file", "test_file")):
-        return CsvProcessor(task_name=(task_name or "custom").lower(), **csv_options)
+        own = task_table.own_files_task()
+        return own.reader_class()(task_name=(task_name or own.name).lower(), **csv_options)
     if not task_name:
-        raise UnknownTaskError(f"no task name given; known tasks: {', '.join(sorted(GLUE_TASKS))} (or give your "
-                               "own train/dev/test files)")
-    return GlueProcessor(task_name)
+        raise UnknownTaskError(f"no task name given; known tasks: {_known_tasks()} (or give your own train/dev/test "
+                               "files)")
+    entry = task_table.get(task_name)
+    if entry is None or entry.script != task_table.CLASSIFIER or entry.own_files:
+        raise UnknownTaskError(f"unknown task {task_name.lower()!r}; known tasks: {_known_tasks()}")
+    return entry.reader_class()(entry.name)
