@@ -82,8 +82,6 @@ import time
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.join(REPO, "tools"))
 
 from absl import app, flags, logging  # noqa: E402
 
@@ -169,7 +167,7 @@ def corpus_files(work_dir):
         books = sorted(glob.glob(os.path.join(REPO, "data", "corpus", "gutenberg-*.txt")))
         where = "data/corpus/gutenberg-*.txt (shipped excerpts)"
     else:
-        import make_shipped_corpus  # pylint: disable=import-outside-toplevel  (tools/make_shipped_corpus.py)
+        from tools import make_shipped_corpus  # pylint: disable=import-outside-toplevel
 
         source = os.path.abspath(FLAGS.gutenberg_dir)
         names = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(source, "*.txt")))
