@@ -1,4 +1,5 @@
-"""`python -m albert_tf.convert`: conversions between formats, config handling, overwrite protection, errors."""
+"""`python -m albert_tf.convert` (`albert_tf.scripts.convert`, running `albert_tf.checkpoints.conversion`):
+conversions between formats, config handling, overwrite protection, errors, and the usage's list of formats."""
 
 import json
 import os
@@ -11,11 +12,11 @@ import tensorflow as tf
 from absl import app
 from safetensors.numpy import load_file
 
-from albert_tf import convert
-from albert_tf.checkpoints import CheckpointError, load_checkpoint, model_arrays, save_checkpoint
+from albert_tf.checkpoints import CheckpointError, conversion, load_checkpoint, model_arrays, registry, save_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import MissingDataError
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
+from albert_tf.scripts import convert
 from tests.helpers import written_entries
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,7 +48,7 @@ def _tf1_arrays(prefix):
 
 
 def _run(*args):
-    convert.run(["convert", *args])
+    convert.convert_argv(["convert", *args])
 
 
 @pytest.fixture()
@@ -238,6 +239,17 @@ def test_usage_errors_name_the_flag(original_checkpoint, tmp_path):
         _run(f"--input_checkpoint={prefix}", "--output_format=original", f"--output_path={out}", "extra")
 
 
+def test_the_usage_lists_every_format_the_registry_holds():
+    """--help's list of input formats is the registry's, in its order; --output_format's choices are the formats
+    that can be written."""
+    text = " ".join(convert.usage().split())
+    listed = [text.index(f"* {f.name}: {f.description}") for f in registry.REGISTRY]
+    assert listed == sorted(listed)
+    assert "{" not in text
+    assert sorted(convert.OUTPUT_FORMATS) == sorted(conversion.output_formats()) == \
+        ["huggingface", "keras_hub", "native", "original"]
+
+
 @pytest.mark.slow
 def test_command_line(original_checkpoint, tmp_path):
     """The module runs as a script (error handling is tested in-process above)."""
@@ -253,3 +265,6 @@ def test_command_line(original_checkpoint, tmp_path):
         assert AlbertConfig.from_hf_dict(json.load(f)) == config
     assert AlbertConfig.from_json_file(os.path.join(out, "albert_config.json")) == config
     assert "Wrote" in done.stderr  # absl logs the result
+    done = subprocess.run([*command[:3], "--help"], env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 1 and "  * model_garden: " in done.stdout and "  --input_checkpoint:" in done.stdout

@@ -30,6 +30,7 @@ SCRIPT_PARAMS = {
                           "albert_tf.data.corpus.cleaning:CleaningOptions"],
     "create_vocab.py": ["albert_tf.scripts.create_vocab:VocabRequest", "albert_tf.text.vocab:SentencePieceOptions"],
     "predict.py": ["albert_tf.scripts.predict:PredictRequest"],
+    "convert.py": ["albert_tf.scripts.convert:ConvertRequest"],
 }
 
 # The flags each script defines by hand: no setting of its params.
@@ -44,6 +45,7 @@ BY_HAND = {
     "prepare_corpus.py": set(),
     "create_vocab.py": set(),
     "predict.py": set(),
+    "convert.py": set(),
 }
 
 # Prints {"flags": {name: [kind, default, help, choices]} of albert_tf's modules once the script is imported,

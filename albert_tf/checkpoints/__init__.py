@@ -10,8 +10,11 @@ names, load, write), asked in the order of `registry.REGISTRY`:
   * `native`: this project's own TF2 checkpoints (`tf.train.Checkpoint(model=...)`, as training writes);
   * `original`: a TF1 name-based checkpoint of the original release (`bert/...`, `cls/...`; a TF-Hub `module/`
     prefix is accepted; optimizer slots and `global_step` are ignored), or a TF1 TF-Hub module directory.
+`name_table` holds the original's TF1 names of every weight, which every format but `native` reads by,
 `loading` holds `load_checkpoint` / `save_checkpoint`, `tf_checkpoint` where a TF checkpoint's prefix is,
-`run_files` the files a fine-tuning run leaves beside its checkpoints and the task head a checkpoint holds.
+`run_files` the files a fine-tuning run leaves beside its checkpoints and the task head a checkpoint holds, and
+`conversion` (with `input_tokenizer` and `task_heads`) one conversion between formats, what
+`python -m albert_tf.convert` runs.
 """
 
 from albert_tf.checkpoints import (
@@ -34,7 +37,7 @@ from albert_tf.checkpoints.errors import (
 )
 from albert_tf.checkpoints.format import CheckpointFormat, LoadResult, ensure_built
 from albert_tf.checkpoints.loading import load_checkpoint, read_arrays, save_checkpoint
-from albert_tf.checkpoints.original import model_arrays, tf1_entries
+from albert_tf.checkpoints.name_table import model_arrays, tf1_entries
 from albert_tf.checkpoints.registry import FORMATS, detect_format
 from albert_tf.checkpoints.tf_checkpoint import STATE_FILE, latest_checkpoint, resolve
 

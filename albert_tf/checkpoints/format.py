@@ -1,10 +1,12 @@
 """The one interface every checkpoint format implements (`CheckpointFormat`), and what a load returns.
 
-A format is one module with one `CheckpointFormat` object in it, listed once in `registry.FORMATS`. It says
-whether a path holds it (`detect`), reads its weights as `{original TF1 name: array}` (`read`), loads them into a
-model (`load`: by the TF1 name table for every format but `native`, which is keyed by object paths) and, where it
-can be written, writes a model (`write`). `load_checkpoint`, `save_checkpoint` and the converter only ever talk
-to this interface, so adding a format is one module and one line in the registry.
+A format is one module with one `CheckpointFormat` object in it, listed once in `registry.REGISTRY`. It names
+and describes itself (`name`, `description`: what the error of a path no format recognises, the converter's usage
+and the table of formats in docs/compatibility.md are made of), says whether a path holds it (`detect`) and
+whether that path carries the model's config (`read_config`), reads its weights as `{original TF1 name: array}`
+(`read`), loads them into a model (`load`: by the TF1 name table for every format but `native`, which is keyed by
+object paths) and, where it can be written, writes a model (`write`). `load_checkpoint`, `save_checkpoint` and the
+converter only ever talk to this interface, so adding a format is one module and one line in the registry.
 """
 
 import dataclasses
@@ -31,11 +33,13 @@ class LoadResult:
 
 
 class CheckpointFormat:
-    """One checkpoint format. Subclasses set `name` and implement `detect` and `load` (or `read`, through
-    `original.NamedFormat`), and `write` where the format can be written.
+    """One checkpoint format. Subclasses set `name` and `description` and implement `detect` and `load` (or `read`,
+    through `name_table.NamedFormat`), `read_config` where the format carries its config, and `write` where it
+    can be written.
 
     Attributes:
       name: what `detect_format` returns and `save_checkpoint` / `--output_format` take.
+      description: one line saying what a path holding the format is.
       reads_prefix: the weights are a TF checkpoint, read at `tf_checkpoint.resolve(path)` (a directory means
         its latest checkpoint or its variables); errors reading it name that prefix.
       saves_models: `save_checkpoint` writes it from the model alone (a keras-hub preset also needs a tokenizer,
@@ -43,13 +47,26 @@ class CheckpointFormat:
     """
 
     name = ""
+    description = ""
     reads_prefix = False
     saves_models = False
+
+    @property
+    def writable(self):
+        """Whether the format can be written (it implements `write`): what `--output_format` may name."""
+        return type(self).write is not CheckpointFormat.write
 
     def detect(self, path):
         """Whether `path` (a path, or an object such as a keras-hub backbone) holds this format. Raises
         `CorruptCheckpointError` for what is recognisably this format but cannot be read."""
         raise NotImplementedError
+
+    def read_config(self, path):
+        """The `AlbertConfig` the checkpoint at `path` carries, or None when it carries none (the weights do not
+        give the number of layers, so the config then comes from elsewhere). Raises `CheckpointError` for a
+        config that is there but cannot be read."""
+        del path
+        return None
 
     def read(self, path, names=None, config=None):
         """{TF1 name: array} of the weights at `path`; `names` are the TF1 names a model wants (a format that

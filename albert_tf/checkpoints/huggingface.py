@@ -22,7 +22,7 @@ from safetensors.numpy import load_file, save_file
 from albert_tf import fileio
 from albert_tf.checkpoints import huggingface_tokenizer
 from albert_tf.checkpoints.errors import CheckpointMismatchError, CorruptCheckpointError
-from albert_tf.checkpoints.original import NamedFormat, assign_by_name, encoder_missing, model_arrays, tf1_entries
+from albert_tf.checkpoints.name_table import NamedFormat, assign_by_name, encoder_missing, model_arrays, tf1_entries
 from albert_tf.config import AlbertConfig, ConfigError
 from albert_tf.errors import UsageError
 
@@ -278,10 +278,14 @@ class HuggingfaceFormat(NamedFormat):
     agree with the model's config; unused weights are reported by their Hugging Face names."""
 
     name = "huggingface"
+    description = "a Hugging Face directory with config.json and model.safetensors, or the .safetensors file"
     saves_models = True
 
     def detect(self, path):
         return isinstance(path, str) and weights_file(path) is not None
+
+    def read_config(self, path):
+        return read_config(path)
 
     def read(self, path, names=None, config=None):
         return to_tf1_arrays(read_hf(path), names)[0]

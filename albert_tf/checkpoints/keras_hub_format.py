@@ -9,8 +9,9 @@ written (by `keras_hub_writer`).
 import json
 import os
 
+from albert_tf.checkpoints.errors import CorruptCheckpointError, reason
 from albert_tf.checkpoints.keras_hub_names import backbone_arrays
-from albert_tf.checkpoints.original import NamedFormat, model_arrays
+from albert_tf.checkpoints.name_table import NamedFormat, model_arrays
 from albert_tf.config import AlbertConfig
 
 
@@ -27,9 +28,9 @@ def is_keras_hub_dir(path):
     return isinstance(values, dict) and values.get("class_name") == "AlbertBackbone"
 
 
-def config_from_backbone(backbone):
-    """The `AlbertConfig` equivalent of a keras-hub `AlbertBackbone`'s config."""
-    c = backbone.get_config()
+def config_from_keras_hub(c):
+    """The `AlbertConfig` equivalent of a keras-hub `AlbertBackbone`'s config `c` (its `get_config()`, as a
+    preset's `config.json` holds it under "config")."""
     return AlbertConfig(
         vocab_size=c["vocabulary_size"], embedding_size=c["embedding_dim"], hidden_size=c["hidden_dim"],
         num_hidden_layers=c["num_layers"], num_hidden_groups=c["num_groups"],
@@ -39,11 +40,22 @@ def config_from_backbone(backbone):
         type_vocab_size=c["num_segments"])
 
 
+def preset_config(path):
+    """The `AlbertConfig` of the preset directory `path`, from its `config.json` (no weights are loaded). Raises
+    `CorruptCheckpointError` naming the preset when that file does not describe an ALBERT backbone."""
+    try:
+        with open(os.path.join(path, "config.json"), "rb") as f:
+            return config_from_keras_hub(json.loads(f.read().decode("utf-8"))["config"])
+    except KeyError as err:
+        raise CorruptCheckpointError(f"cannot read the keras-hub preset {path}: its config.json has no "
+                                     f"{err.args[0]!r}") from None
+    except (ValueError, OSError, TypeError) as err:
+        raise CorruptCheckpointError(f"cannot read the keras-hub preset {path}: {reason(err)}") from None
+
+
 def load_backbone(path):
     """Loads a keras-hub ALBERT backbone from a local preset directory (no network)."""
     import keras_hub  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.checkpoints.errors import CorruptCheckpointError, reason  # pylint: disable=import-outside-toplevel
 
     try:
         return keras_hub.models.AlbertBackbone.from_preset(path)
@@ -55,11 +67,15 @@ class KerasHubFormat(NamedFormat):
     """keras-hub ALBERT presets (and live backbones), read and written by the original's names."""
 
     name = "keras_hub"
+    description = "a keras-hub ALBERT preset directory, or a live keras_hub.models.AlbertBackbone"
 
     def detect(self, path):
         if not isinstance(path, str):
             return type(path).__name__ == "AlbertBackbone"
         return is_keras_hub_dir(path)
+
+    def read_config(self, path):
+        return config_from_keras_hub(path.get_config()) if not isinstance(path, str) else preset_config(path)
 
     def read(self, path, names=None, config=None):
         backbone = path if not isinstance(path, str) else load_backbone(path)

@@ -1,7 +1,7 @@
 """The name table of a keras-hub `AlbertBackbone`: each weight under its TF1 name, one correspondence that the
 keras-hub reader (`keras_hub_format`) reads with and the preset writer (`keras_hub_writer`) assigns with."""
 
-from albert_tf.checkpoints.original import Entry, block_entries
+from albert_tf.checkpoints.name_table import Entry, block_entries
 
 
 def backbone_entries(backbone):

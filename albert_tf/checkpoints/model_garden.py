@@ -35,7 +35,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from albert_tf.checkpoints import tf_checkpoint
-from albert_tf.checkpoints.original import NamedFormat
+from albert_tf.checkpoints.name_table import NamedFormat
 from albert_tf.checkpoints.tf_checkpoint import GRAPH_KEY
 
 CONFIG_NAME = "albert_config.json"
@@ -226,6 +226,8 @@ class ModelGardenFormat(NamedFormat):
     """Model Garden TF2 checkpoints and TF-Hub style TF2 SavedModels, read by the original's names."""
 
     name = "model_garden"
+    description = ("a TF Model Garden TF2 checkpoint (AlbertEncoder, BertPretrainerV2), or a TF-Hub style TF2 "
+                   "SavedModel (albert_en_base/3)")
     reads_prefix = True
 
     def detect(self, path):

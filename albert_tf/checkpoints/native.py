@@ -148,6 +148,7 @@ class NativeFormat(CheckpointFormat):
     """This project's TF2 checkpoints, loaded and written by object path."""
 
     name = "native"
+    description = "this project's TF2 checkpoint, with or without optimizer state (what training writes)"
     reads_prefix = True
     saves_models = True
 

@@ -5,7 +5,8 @@ live `AlbertBackbone`), then the TF checkpoints: `model_garden` (its encoder's v
 `model` root in the object graph, or an object graph that cannot be read: the load names the damage) and
 `original`, any other TF checkpoint. The first format whose `detect` says yes holds the path, so a folder with
 Hugging Face weights is read as such whatever else it holds, and `original` comes last. Adding a format is one
-module with a `CheckpointFormat` and one entry here.
+module with a `CheckpointFormat` and one entry here: its `description` joins the error of a path no format
+recognises, the converter's usage and (a test checks) the table of formats in docs/compatibility.md.
 """
 
 from albert_tf.checkpoints import huggingface, keras_hub_format, model_garden, native, original
@@ -32,10 +33,12 @@ def detect(path):
         return found
     if not isinstance(path, str):
         raise CheckpointError(f"cannot load weights from a {type(path).__name__}")
-    raise CheckpointNotFoundError(
-        f"no checkpoint found at {path!r} (expected a TF checkpoint prefix or directory, "
-        "a Hugging Face directory with model.safetensors, a keras-hub preset directory, "
-        "a TF-Hub module or a SavedModel)")
+    raise CheckpointNotFoundError(f"no checkpoint found at {path!r} (expected {expected()})")
+
+
+def expected():
+    """What a checkpoint path may be: every format's description and name, in detection order, as one line."""
+    return "; ".join(f"{f.description} ({f.name})" for f in REGISTRY)
 
 
 def detect_format(path):

@@ -49,7 +49,7 @@ import tensorflow_text as tf_text
 
 from albert_tf import keras_internals
 from albert_tf.checkpoints import model_garden
-from albert_tf.checkpoints.original import encoder_entries, pretraining_head_entries
+from albert_tf.checkpoints.name_table import encoder_entries, pretraining_head_entries
 from albert_tf.serving.savedmodel import ExportError, checked_ids, save_module
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")

@@ -24,7 +24,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")  # transformers' own dependency
 
-from albert_tf import convert, fileio  # noqa: E402  (after the skips)
+from albert_tf import fileio  # noqa: E402  (after the skips)
+from albert_tf.checkpoints import conversion  # noqa: E402
+from albert_tf.errors import UsageError  # noqa: E402
 from albert_tf.checkpoints import huggingface, huggingface_tokenizer, save_checkpoint  # noqa: E402
 from albert_tf.text.tokenization import encode_pair  # noqa: E402
 from albert_tf.model import AlbertForPretraining, AlbertForSquad, AlbertModel, dummy_inputs  # noqa: E402
@@ -114,7 +116,7 @@ def encoder_folder(tmp_path_factory):
     model = _built(AlbertModel(config))
     prefix = _release_folder(str(root / "albert"), model, config)
     output = str(root / "hf")
-    convert.convert(prefix, output, "huggingface")
+    conversion.convert(prefix, output, "huggingface")
     return model, output
 
 
@@ -135,7 +137,7 @@ def test_pretraining_heads_open_as_albert_for_pretraining(tmp_path):
     model = _built(AlbertForPretraining(config), num_predictions=1)
     prefix = _release_folder(str(tmp_path / "albert"), model, config)
     output = str(tmp_path / "hf")
-    convert.convert(prefix, output, "huggingface")
+    conversion.convert(prefix, output, "huggingface")
     assert _architectures(output) == ["AlbertForPreTraining"]
     ids, mask, segments = padded_batch(seed=2)
     positions = np.array([[1, 4, 7], [2, 3, 11], [0, 1, 4]], "int32")
@@ -161,7 +163,7 @@ def _classifier_run(folder, labels=LABELS, regression=False):
 def test_classifier_opens_with_its_label_names(tmp_path):
     classifier, prefix = _classifier_run(tmp_path / "run")
     output = str(tmp_path / "hf")
-    convert.convert(prefix, output, "huggingface")
+    conversion.convert(prefix, output, "huggingface")
     assert _architectures(output) == ["AlbertForSequenceClassification"]
     ids, mask, segments = padded_batch(seed=4)
     hf_model, theirs = _theirs(transformers.AutoModelForSequenceClassification, output, ids, mask, segments)
@@ -174,7 +176,7 @@ def test_classifier_opens_with_its_label_names(tmp_path):
 def test_regression_head_is_one_output_with_its_problem_type(tmp_path):
     classifier, prefix = _classifier_run(tmp_path / "run", labels=[None], regression=True)
     output = str(tmp_path / "hf")
-    convert.convert(prefix, output, "huggingface")
+    conversion.convert(prefix, output, "huggingface")
     ids, mask, segments = padded_batch(seed=5)
     hf_model, theirs = _theirs(transformers.AutoModelForSequenceClassification, output, ids, mask, segments)
     assert hf_model.config.num_labels == 1 and hf_model.config.problem_type == "regression"
@@ -186,7 +188,7 @@ def test_squad_v1_head_opens_as_question_answering(tmp_path):
     squad = _built(AlbertForSquad(config), seq_length=4)
     prefix = _release_folder(str(tmp_path / "squad"), squad, config)
     output = str(tmp_path / "hf")
-    convert.convert(prefix, output, "huggingface")
+    conversion.convert(prefix, output, "huggingface")
     assert _architectures(output) == ["AlbertForQuestionAnswering"]
     ids, mask, segments = padded_batch(seed=6)
     _, theirs = _theirs(transformers.AutoModelForQuestionAnswering, output, ids, mask, segments)
@@ -272,7 +274,7 @@ def test_cased_tokenizer_keeps_case(tmp_path):
     config = tiny_config()
     prefix = _release_folder(str(tmp_path / "albert"), _built(AlbertModel(config)), config)
     output = str(tmp_path / "hf")
-    convert.convert(prefix, output, "huggingface", do_lower_case=False)
+    conversion.convert(prefix, output, "huggingface", do_lower_case=False)
     theirs = transformers.AutoTokenizer.from_pretrained(output, local_files_only=True)
     ours = FullTokenizer(spm_model_file=SPM, do_lower_case=False)
     for text in TEXTS + _sample_lines()[300:]:
@@ -287,7 +289,7 @@ def test_wordpiece_vocabulary_opens_as_bert_tokenizer(tmp_path):
     prefix = _release_folder(str(folder), _built(AlbertModel(config)), config, spm=False)
     shutil.copy(WORDPIECE, folder / "vocab_chinese.txt")
     output = str(tmp_path / "hf")
-    convert.convert(prefix, output, "huggingface")  # the vocab*.txt beside the input
+    conversion.convert(prefix, output, "huggingface")  # the vocab*.txt beside the input
     assert written_entries(output) == sorted(huggingface.MODEL_FILES + huggingface_tokenizer.WORDPIECE_FILES)
     theirs = transformers.AutoTokenizer.from_pretrained(output, local_files_only=True)
     ours = FullTokenizer(vocab_file=WORDPIECE, do_lower_case=True)
@@ -342,7 +344,7 @@ def test_only_the_chief_exports(tmp_path, monkeypatch):
 def test_export_dir_of_other_files_is_refused_before_training(tmp_path):
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "notes.txt").write_text("mine")
-    with pytest.raises(convert.UsageError, match="--export_huggingface_dir .*not a Hugging Face export"):
+    with pytest.raises(UsageError, match="--export_huggingface_dir .*not a Hugging Face export"):
         run_classifier(_classifier_params(tmp_path))
     assert not (tmp_path / "run").exists() or not any(p.name.startswith("ckpt") for p in (tmp_path / "run").iterdir())
     assert os.listdir(tmp_path / "hf") == ["notes.txt"]
@@ -371,9 +373,9 @@ def test_run_squad_exports_the_trained_v1_model(tmp_path):
     _close(theirs.end_logits, ours["end_logits"])
     # The converter finds the head of the run's native checkpoint by the task.json run_squad.py left beside it.
     converted = str(tmp_path / "converted")
-    convert.convert(latest_checkpoint(params.output_dir), converted, "huggingface", spm_model_file=SPM)
+    conversion.convert(latest_checkpoint(params.output_dir), converted, "huggingface", spm_model_file=SPM)
     assert _architectures(converted) == ["AlbertForQuestionAnswering"]
-    with pytest.raises(convert.UsageError, match="SQuAD 2.0"):
+    with pytest.raises(UsageError, match="SQuAD 2.0"):
         run_squad(dataclasses.replace(params, output_dir=str(tmp_path / "v2"), version_2_with_negative=True))
     assert not (tmp_path / "v2").exists() or not os.listdir(tmp_path / "v2")
 
@@ -407,8 +409,8 @@ def test_a_failed_write_leaves_no_folder(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(huggingface, "save_file", fail)
-    with pytest.raises(convert.fileio.OutputError, match="No space left"):
-        convert.convert(prefix, str(tmp_path / "out"), "huggingface")
+    with pytest.raises(fileio.OutputError, match="No space left"):
+        conversion.convert(prefix, str(tmp_path / "out"), "huggingface")
     assert not os.path.exists(tmp_path / "out")
     assert leftovers(tmp_path) == []
 
@@ -417,15 +419,15 @@ def test_existing_output_needs_overwrite_and_is_replaced_whole(encoder_folder, t
     config = tiny_config()
     prefix = _release_folder(str(tmp_path / "albert"), _built(AlbertModel(config)), config)
     output = tmp_path / "out"
-    convert.convert(prefix, str(output), "huggingface")
-    with pytest.raises(convert.UsageError, match="--overwrite"):
-        convert.convert(prefix, str(output), "huggingface")
+    conversion.convert(prefix, str(output), "huggingface")
+    with pytest.raises(UsageError, match="--overwrite"):
+        conversion.convert(prefix, str(output), "huggingface")
     stamp = os.stat(output / "model.safetensors").st_mtime_ns
-    convert.convert(prefix, str(output), "huggingface", overwrite=True)  # its own output: replaced whole
+    conversion.convert(prefix, str(output), "huggingface", overwrite=True)  # its own output: replaced whole
     assert os.stat(output / "model.safetensors").st_mtime_ns != stamp
     (output / "stale.txt").write_text("the user's")  # no longer only what albert_tf wrote: never replaced
     with pytest.raises(fileio.OutputError, match=r"did not write there \(stale.txt\)"):
-        convert.convert(prefix, str(output), "huggingface", overwrite=True)
+        conversion.convert(prefix, str(output), "huggingface", overwrite=True)
     assert (output / "stale.txt").read_text() == "the user's" and "model.safetensors" in os.listdir(output)
     assert leftovers(tmp_path) == []
 

@@ -14,9 +14,10 @@ import keras_hub
 import numpy as np
 import pytest
 
-from albert_tf import convert, fileio
+from albert_tf import fileio
 from albert_tf.checkpoints import load_checkpoint, model_arrays, save_checkpoint
-from albert_tf.checkpoints import keras_hub_writer
+from albert_tf.checkpoints import conversion, keras_hub_writer
+from albert_tf.errors import UsageError
 from albert_tf.model import AlbertModel, dummy_inputs
 from albert_tf.tasks.classification import build_classifier
 from albert_tf.text.tokenization import FullTokenizer, preprocess_text
@@ -62,7 +63,7 @@ def converted(tmp_path_factory):
     randomize(model, seed=3)
     folder = _release_folder(root / "albert_tiny", model, config)
     output = str(root / "albert_tiny_keras_hub")
-    convert.convert(os.path.join(folder, "model.ckpt-best"), output, "keras_hub")
+    conversion.convert(os.path.join(folder, "model.ckpt-best"), output, "keras_hub")
     return model, config, output
 
 
@@ -137,7 +138,7 @@ def test_fine_tuned_classifier_opens_as_albert_text_classifier(tmp_path):
     (run_dir / "task.json").write_text(json.dumps({"task_name": "mnli", "labels": ["a", "b", "c"],
                                                     "regression": False}))
     output = str(tmp_path / "preset")
-    convert.convert(str(run_dir / "ckpt-7"), output, "keras_hub", spm_model_file=SPM)
+    conversion.convert(str(run_dir / "ckpt-7"), output, "keras_hub", spm_model_file=SPM)
     assert {"task.json", "task.weights.h5", "preprocessor.json"} <= set(os.listdir(output))
 
     task = keras_hub.models.AlbertTextClassifier.from_preset(output)
@@ -194,7 +195,7 @@ def test_keras_hub_preset_round_trips_with_identical_arrays(tmp_path):
         assert a.read() == b.read()
 
     # The converter does the same from the preset folder alone (its tokenizer found in assets/tokenizer/).
-    convert.convert(str(tmp_path / "theirs"), str(tmp_path / "converted"), "keras_hub")
+    conversion.convert(str(tmp_path / "theirs"), str(tmp_path / "converted"), "keras_hub")
     converted = _keras_hub_weights(keras_hub.models.AlbertBackbone.from_preset(str(tmp_path / "converted")))
     assert all(np.array_equal(converted[path], array) for path, array in before.items())
 
@@ -220,15 +221,15 @@ def test_existing_output_needs_overwrite_and_is_replaced_whole(converted, tmp_pa
     model, config, _ = converted
     folder = _release_folder(tmp_path / "in", model, config)
     output = tmp_path / "out"
-    convert.convert(folder, str(output), "keras_hub")
-    with pytest.raises(convert.UsageError, match="--overwrite"):
-        convert.convert(folder, str(output), "keras_hub")
+    conversion.convert(folder, str(output), "keras_hub")
+    with pytest.raises(UsageError, match="--overwrite"):
+        conversion.convert(folder, str(output), "keras_hub")
     stamp = os.stat(output / "model.weights.h5").st_mtime_ns
-    convert.convert(folder, str(output), "keras_hub", overwrite=True)  # its own output: replaced whole
+    conversion.convert(folder, str(output), "keras_hub", overwrite=True)  # its own output: replaced whole
     assert os.stat(output / "model.weights.h5").st_mtime_ns != stamp
     (output / "stale.txt").write_text("the user's")  # no longer only what albert_tf wrote: never replaced
     with pytest.raises(fileio.OutputError, match=r"did not write there \(stale.txt\)"):
-        convert.convert(folder, str(output), "keras_hub", overwrite=True)
+        conversion.convert(folder, str(output), "keras_hub", overwrite=True)
     assert (output / "stale.txt").read_text() == "the user's" and "model.weights.h5" in os.listdir(output)
     assert leftovers(tmp_path) == []
 

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import checkpoints, cli, convert
-from albert_tf.checkpoints import CheckpointError, detect_format, load_checkpoint, model_arrays
+from albert_tf import checkpoints, cli
+from albert_tf.checkpoints import CheckpointError, conversion, detect_format, load_checkpoint, model_arrays
 from albert_tf.checkpoints import model_garden as mg
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import UsageError
 from albert_tf.model import AlbertForPretraining, AlbertModel
+from albert_tf.scripts import convert
 
 SOP = ["cls/seq_relationship/output_bias", "cls/seq_relationship/output_weights"]
 MLM = ["cls/predictions/output_bias", "cls/predictions/transform/LayerNorm/beta",
@@ -129,13 +130,13 @@ def test_config_comes_from_the_flag_or_beside_the_weights(mg_fixtures, tmp_path)
     # Model Garden's checkpoints carry no config: the error says where one must be.
     with pytest.raises(UsageError, match=r"--albert_config_file is required.*number of layers and heads.*"
                                          r"albert_config.json beside it"):
-        convert.resolve_config(mg_fixtures["tf2_pretrainer"])
-    config, source, _ = convert.resolve_config(mg_fixtures["tf2_pretrainer"], mg_fixtures["config"])
+        conversion.resolve_config(mg_fixtures["tf2_pretrainer"])
+    config, source = conversion.resolve_config(mg_fixtures["tf2_pretrainer"], mg_fixtures["config"])
     assert config == _config(mg_fixtures) and source == mg_fixtures["config"]
     # The original's TF-Hub module keeps it in assets/ (also found from its variables prefix).
     module = mg_fixtures["tf1_hub_module"]
-    assert convert.resolve_config(module)[1] == os.path.join(module, "assets", "albert_config.json")
-    assert mg.config_file_beside(checkpoints.resolve(module)) == convert.resolve_config(module)[1]
+    assert conversion.resolve_config(module)[1] == os.path.join(module, "assets", "albert_config.json")
+    assert mg.config_file_beside(checkpoints.resolve(module)) == conversion.resolve_config(module)[1]
     assert checkpoints.resolve(module) == os.path.join(module, "variables", "variables")
     # A copy of a Model Garden checkpoint with the config beside it needs no flag.
     copy = tmp_path / "tf2_encoder"
@@ -143,7 +144,7 @@ def test_config_comes_from_the_flag_or_beside_the_weights(mg_fixtures, tmp_path)
     for f in os.listdir(mg_fixtures["tf2_encoder"]):
         shutil.copy(os.path.join(mg_fixtures["tf2_encoder"], f), copy / f)
     shutil.copy(mg_fixtures["config"], copy / "albert_config.json")
-    assert convert.resolve_config(str(copy))[0] == _config(mg_fixtures)
+    assert conversion.resolve_config(str(copy))[0] == _config(mg_fixtures)
 
 
 def test_hub_module_handle_takes_local_model_garden_and_tf1_modules(mg_fixtures):
@@ -193,14 +194,15 @@ def test_conversions_round_trip_exactly(mg_fixtures, tmp_path):
     heads_of = {n: a for n, a in tf1.items() if not n.startswith("cls/seq_relationship/")}
     original = str(tmp_path / "original" / "model.ckpt")
     os.makedirs(os.path.dirname(original))
-    convert.run(["convert", f"--input_checkpoint={mg_fixtures['tf2_pretrainer']}",
-                 f"--albert_config_file={mg_fixtures['config']}", "--output_format=original",
-                 f"--output_path={original}"])
+    convert.convert_argv(["convert", f"--input_checkpoint={mg_fixtures['tf2_pretrainer']}",
+                          f"--albert_config_file={mg_fixtures['config']}", "--output_format=original",
+                          f"--output_path={original}"])
     hf = str(tmp_path / "hf")
-    convert.run(["convert", f"--input_checkpoint={original}", "--output_format=huggingface", f"--output_path={hf}"])
+    convert.convert_argv(["convert", f"--input_checkpoint={original}", "--output_format=huggingface",
+                          f"--output_path={hf}"])
     native = str(tmp_path / "native" / "model.ckpt")
     os.makedirs(os.path.dirname(native))
-    convert.run(["convert", f"--input_checkpoint={hf}", "--output_format=native", f"--output_path={native}"])
+    convert.convert_argv(["convert", f"--input_checkpoint={hf}", "--output_format=native", f"--output_path={native}"])
     assert (AlbertConfig.from_json_file(os.path.join(hf, "albert_config.json"))
             == AlbertConfig.from_json_file(mg_fixtures["config"]))
     for fmt, path in (("original", original), ("huggingface", hf), ("native", native)):

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import convert
-from albert_tf.checkpoints import CheckpointMismatchError, LoadResult, load_checkpoint, run_files, save_checkpoint
+from albert_tf.checkpoints import (CheckpointMismatchError, LoadResult, conversion, load_checkpoint, run_files,
+                                  save_checkpoint)
 from albert_tf.errors import MissingDataError, UsageError
 from albert_tf.model import AlbertForSquad, dummy_inputs
+from albert_tf.scripts import convert
 from albert_tf.tasks.classification import ClassifierParams, build_classifier, run_classifier
 from albert_tf.train import best_checkpoint
 from tests.helpers import REPO, SAMPLE_GLUE, SPM, assert_one_line_error, padded_batch, subprocess_env, tiny_config
@@ -86,8 +87,8 @@ def test_best_checkpoint_to_huggingface_is_the_fine_tuned_classifier(fine_tuned,
     transformers = pytest.importorskip("transformers")
     run, (ids, mask, segments), logits = fine_tuned
     output = str(tmp_path / "hf")
-    convert.run(["convert", f"--input_checkpoint={run / 'best_checkpoint'}", "--output_format=huggingface",
-                 f"--output_path={output}", f"--spm_model_file={SPM}"])
+    convert.convert_argv(["convert", f"--input_checkpoint={run / 'best_checkpoint'}", "--output_format=huggingface",
+                          f"--output_path={output}", f"--spm_model_file={SPM}"])
     with open(os.path.join(output, "config.json"), encoding="utf-8") as f:
         assert json.load(f)["architectures"] == ["AlbertForSequenceClassification"]
     model = transformers.AutoModelForSequenceClassification.from_pretrained(output, local_files_only=True)
@@ -104,15 +105,15 @@ def test_best_checkpoint_to_keras_hub_is_the_fine_tuned_classifier(fine_tuned, t
     keras_hub = pytest.importorskip("keras_hub")
     run, (ids, mask, segments), logits = fine_tuned
     output = str(tmp_path / "preset")
-    convert.run(["convert", f"--input_checkpoint={run / 'best_checkpoint'}", "--output_format=keras_hub",
-                 f"--output_path={output}", f"--spm_model_file={SPM}"])
+    convert.convert_argv(["convert", f"--input_checkpoint={run / 'best_checkpoint'}", "--output_format=keras_hub",
+                          f"--output_path={output}", f"--spm_model_file={SPM}"])
     task = keras_hub.models.AlbertTextClassifier.from_preset(output)
     assert task.num_classes == 2
     theirs = np.asarray(task({"token_ids": ids, "padding_mask": mask, "segment_ids": segments}, training=False))
     np.testing.assert_allclose(theirs, logits, atol=1e-5, rtol=0)
     # The preset as input: the converter reads a preset's backbone only, so the classifier preset is refused.
     with pytest.raises(CheckpointMismatchError, match="keras-hub AlbertTextClassifier preset; .* would drop"):
-        convert.convert(output, str(tmp_path / "back"), "original")
+        conversion.convert(output, str(tmp_path / "back"), "original")
     assert not os.path.exists(tmp_path / "back.index")
 
 
@@ -121,7 +122,7 @@ def test_best_checkpoint_to_checkpoint_formats_keeps_the_head(fine_tuned, tmp_pa
     run, batch, logits = fine_tuned
     prefix = str(tmp_path / "out" / "model.ckpt")
     os.makedirs(tmp_path / "out")
-    convert.convert(str(run / "best_checkpoint"), prefix, fmt)
+    conversion.convert(str(run / "best_checkpoint"), prefix, fmt)
     classifier = build_classifier(tiny_config(), 2)
     result = load_checkpoint(classifier, prefix)
     assert not result.missing and not result.unused
@@ -147,11 +148,11 @@ def test_a_head_without_its_labels_is_refused_or_written_with_num_labels(fine_tu
     assert_one_line_error(result, "classifier head", "model/output_layer/", "--num_labels", status=2)
     assert not os.path.exists(output)
     with pytest.raises(UsageError, match="holds a classifier head"):
-        convert.convert(str(alone), str(tmp_path / "ckpt"), "native", albert_config_file=config)
+        conversion.convert(str(alone), str(tmp_path / "ckpt"), "native", albert_config_file=config)
     assert not [p for p in os.listdir(tmp_path) if p.startswith("ckpt")]
 
-    convert.convert(str(alone), str(output), "huggingface", albert_config_file=config, spm_model_file=SPM,
-                    num_labels=2, label_list=["neg", "pos"])
+    conversion.convert(str(alone), str(output), "huggingface", albert_config_file=config, spm_model_file=SPM,
+                       num_labels=2, label_list=["neg", "pos"])
     with open(output / "config.json", encoding="utf-8") as f:
         hf_config = json.load(f)
     assert hf_config["architectures"] == ["AlbertForSequenceClassification"]
@@ -168,5 +169,5 @@ def test_a_head_the_converter_cannot_write_is_refused(tmp_path, fmt):
     prefix = save_checkpoint(squad, str(tmp_path / "ckpt"), fmt)
     config.to_json_file(str(tmp_path / "albert_config.json"))
     with pytest.raises(CheckpointMismatchError, match="holds a task head .*answer.*cannot write"):
-        convert.convert(prefix, str(tmp_path / "hf"), "huggingface", spm_model_file=SPM)
+        conversion.convert(prefix, str(tmp_path / "hf"), "huggingface", spm_model_file=SPM)
     assert not os.path.exists(tmp_path / "hf")

@@ -124,19 +124,21 @@ def test_convert_overwrite_never_deletes_what_it_did_not_write(training_output, 
 
 
 def test_convert_refuses_to_write_over_its_input(training_output, tmp_path):
-    from albert_tf import convert  # pylint: disable=import-outside-toplevel
+    from albert_tf.errors import UsageError  # pylint: disable=import-outside-toplevel
+    from albert_tf.scripts import convert  # pylint: disable=import-outside-toplevel
 
     out = _copy(training_output, tmp_path / "out")
     prefix = str(out / "best_checkpoint" / "ckpt-4")
     before = tree_snapshot(out)
-    with pytest.raises(convert.UsageError, match=rf"--output_path {prefix} would overwrite the input "
-                                                 rf"--input_checkpoint {prefix}"):
-        convert.run(["convert", f"--input_checkpoint={prefix}", f"--output_path={prefix}", "--output_format=native",
-                     f"--albert_config_file={out}/albert_config.json", "--overwrite"])
+    with pytest.raises(UsageError, match=rf"--output_path {prefix} would overwrite the input "
+                                         rf"--input_checkpoint {prefix}"):
+        convert.convert_argv(["convert", f"--input_checkpoint={prefix}", f"--output_path={prefix}",
+                              "--output_format=native", f"--albert_config_file={out}/albert_config.json",
+                              "--overwrite"])
     assert tree_snapshot(out) == before
     # beside the input, with the same config there: written, the input and its config untouched
-    convert.run(["convert", f"--input_checkpoint={prefix}", f"--output_path={out}/best_checkpoint/native",
-                 "--output_format=native", f"--albert_config_file={out}/albert_config.json"])
+    convert.convert_argv(["convert", f"--input_checkpoint={prefix}", f"--output_path={out}/best_checkpoint/native",
+                          "--output_format=native", f"--albert_config_file={out}/albert_config.json"])
     assert {p: h for p, h in tree_snapshot(out).items() if p in before} == before
     assert os.path.exists(out / "best_checkpoint" / "native.index") and leftovers(out) == []
 

@@ -164,9 +164,9 @@ def test_tfhub_export_loads_back_exactly(mg_fixtures, our_hub):
     for name, value in source.items():
         np.testing.assert_array_equal(arrays[name], value, err_msg=name)
     # Self-describing: the config is an asset, so no flag is needed to convert or export it again.
-    from albert_tf import convert  # pylint: disable=import-outside-toplevel
+    from albert_tf.checkpoints import conversion  # pylint: disable=import-outside-toplevel
 
-    assert convert.resolve_config(our_hub)[0] == _config(mg_fixtures)
+    assert conversion.resolve_config(our_hub)[0] == _config(mg_fixtures)
 
 
 def test_encoder_only_export_has_no_mlm_and_dropout_follows_training(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import checkpoints
-from albert_tf.checkpoints import original
+from albert_tf.checkpoints import name_table
 from albert_tf.data import squad
 from albert_tf.model.squad import AlbertForSquad, default_p_mask
 from albert_tf.serving.squad import export_squad_model
@@ -152,7 +152,7 @@ def test_head_names_and_original_checkpoint_round_trip(tiny_config, tmp_path):
     model = AlbertForSquad(tiny_config, version_2=True)
     inputs = _inputs()
     before = model(inputs, training=False)
-    names = {e.name: tuple(e.tf1_shape) for e in original.squad_head_entries(model)}
+    names = {e.name: tuple(e.tf1_shape) for e in name_table.squad_head_entries(model)}
     assert names == {
         "start_logits/dense/kernel": (32, 1), "start_logits/dense/bias": (1,),
         "end_logits/dense_0/kernel": (64, 32), "end_logits/dense_0/bias": (32,),

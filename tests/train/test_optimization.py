@@ -352,7 +352,7 @@ def test_exclusions_follow_the_originals_names_whatever_the_model_is_called(make
     """Each model's variables, named "bias_..." (which the substring of a Keras path used to match everywhere):
     the decayed ones are exactly those whose TF1 name (the original checkpoint's, from the name tables) the
     original's rule decays."""
-    from albert_tf.checkpoints.original import tf1_entries
+    from albert_tf.checkpoints.name_table import tf1_entries
     from albert_tf.model import AlbertClassifier, AlbertForPretraining, AlbertForSquad, AlbertModel, dummy_inputs
     from tests.helpers import tiny_config
 
