@@ -2,10 +2,10 @@
 classifier features cached as TFRecords, and tf.data pipelines that pad each batch only to its longest example.
 
 One job per module: `errors` (`GlueDataError` and its kinds), `rows` (delimited UTF-8 files, row by row),
-`processor` (`InputExample`, the `DataProcessor` base, `read_split`), `glue_tasks` (the GLUE tasks' layouts,
-`GlueProcessor`, `get_processor`), `user_files` (`CsvProcessor`), `features` (the original's features and record
-layout), `cache` (`cached_features`), `datasets` (`train_dataset`, `eval_dataset`). Every name stays importable from
-here (`from albert_tf.data import glue; glue.get_processor(...)`).
+`processor` (`InputExample`, the `DataProcessor` base, `read_split`), `glue_tasks` (`GlueProcessor`, reading the
+GLUE files `albert_tf.task_table` declares, `get_processor`), `user_files` (`CsvProcessor`), `features` (the
+original's features and record layout), `cache` (`cached_features`), `datasets` (`train_dataset`, `eval_dataset`).
+Every name stays importable from here (`from albert_tf.data import glue; glue.get_processor(...)`).
 """
 
 from albert_tf.data.glue.cache import RECORD_FORMAT_VERSION, CachedFeatures, cached_features
