@@ -245,6 +245,8 @@ def _guarded(main):
     def guarded_main(argv):
         signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
+            if len(argv) > 1:
+                raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
             with guarded_settings(sys.argv):
                 return main(argv)
         except UsageError as err:
@@ -292,3 +294,13 @@ def run(main, usage=None):
         sys.modules["__main__"].__doc__ = usage
     own_flags_key_to_main()
     app.run(_guarded(main), flags_parser=parse_flags)
+
+
+def console_command(main, usage):
+    """A script's console command (`albert-*`, and what its `run_*.py` shim calls): `run(main, usage)`."""
+
+    def command():
+        run(main, usage)
+
+    command.__doc__ = f"The console command: `{main.__module__}.main` under `albert_tf.cli.run`."
+    return command

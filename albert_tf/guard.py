@@ -12,7 +12,9 @@ the declarations of the flags the script defined, with their values, to `guarded
 3. locks every output for the run: a folder written into by its own lock, a file or a folder written whole by a
    lock beside it; a second writer is refused naming the holder's pid;
 4. protects the inputs for the run: anything written through `albert_tf.fileio` refuses to replace one of them;
-   and removes what a killed earlier run of the same outputs left in their staging folders.
+   and removes what a killed earlier run of the same outputs left in their staging folders;
+5. refuses two settings given that exclude each other, and a required setting left unset (`UsageError`, exit
+   status 2).
 
 A new script gets all of this by declaring its settings; none of it is written in a script.
 """
@@ -147,6 +149,29 @@ def check_output(flag, path, spec):
                                      "replacing it would delete; move them away or choose another directory")
 
 
+def _is_set(name, spec, values, given):
+    """Whether a setting counts as given: named on the command line, or holding a value other than its default."""
+    value = values.get(name)
+    return name in given or (value not in (None, "", [], ()) and value != spec.default)
+
+
+def check_required(specs, values, order=()):
+    """Raises `UsageError` for the first setting given together with one it `excludes`, else for the first
+    `required` one without a value (nor one of the flags that may stand in for it)."""
+    for name in [n for n in order if n in specs] + [n for n in specs if n not in order]:
+        if not _is_set(name, specs[name], values, order):
+            continue
+        for other in specs[name].excludes:
+            if other in specs and _is_set(other, specs[other], values, order):
+                raise UsageError(f"give either --{name} or --{other}, not both")
+    for name, spec in specs.items():
+        if spec.required is None or values.get(name) not in (None, "", [], ()):
+            continue
+        if not any(values.get(other) not in (None, "", [], ()) for other in spec.required):
+            alternatives = "".join(f" (or --{other})" for other in spec.required)
+            raise UsageError(f"--{name}{alternatives} is required")
+
+
 @contextlib.contextmanager
 def guarded(specs, values, order=(), lock_tag=None):
     """Checks and holds a run's declared settings (see the module docstring) for the block. `specs`: {flag name:
@@ -168,4 +193,5 @@ def guarded(specs, values, order=(), lock_tag=None):
                 with contextlib.suppress(OSError):
                     os.rmdir(fileio.sidecar_dir(folder))
         stack.enter_context(fileio.inputs_protected([(flag, path) for flag, path, _ in inputs]))
+        check_required(specs, values, order)
         yield inputs, outputs

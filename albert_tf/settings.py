@@ -12,6 +12,8 @@ A setting also declares what `albert_tf.guard` checks for every script before an
 run reads, or an output it writes; `under=` the setting naming the folder a relative path is looked up in) and,
 for an output folder, `writes=` the names (globs) the run writes inside it. `trains=False` marks a setting that does
 not change what a training run trains (logging, evaluation, exports, where it runs): a resume may change it.
+`required=True` a setting a run cannot do without (`required=("vocab_file",)`: unless one of those is set), and
+`excludes=` the settings that may not be given with it.
 A new script gets every guarantee of the guard by declaring its settings; it writes no checks of its own.
 """
 
@@ -64,10 +66,10 @@ PROBABILITY = Range(0, 1)
 
 
 def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=None, flag_default=_NO_DEFAULT,
-            bounds=None, role=None, writes=(), under=None, trains=True):
+            bounds=None, role=None, writes=(), under=None, trains=True, required=False, excludes=()):
     """A dataclass field (`default`, or required when none) carrying its flag's help text and, where they differ
-    from the field, the flag's name, kind, enum choices and default; with the `bounds`, file `role` and, for an
-    output folder, the names it `writes` (see the module docstring)."""
+    from the field, the flag's name, kind, enum choices and default; with the `bounds`, file `role`, for an
+    output folder the names it `writes`, and whether a run needs it (see the module docstring)."""
     if role is not None and role not in ROLES:
         raise ValueError(f"setting(role={role!r}): one of {', '.join(ROLES)}")
     if writes and role not in ("output_dir", "output_prefix"):
@@ -81,6 +83,10 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
         metadata["writes"] = tuple(writes)
     if not trains:
         metadata["trains"] = False
+    if required:
+        metadata["required"] = () if required is True else tuple(required)
+    if excludes:
+        metadata["excludes"] = tuple(excludes)
     if flag_default is not _NO_DEFAULT:
         metadata["flag_default"] = flag_default
     return dataclasses.field(default=default, metadata=metadata)
@@ -89,7 +95,8 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
 @dataclasses.dataclass(frozen=True)
 class FlagSpec:
     """The flag a `setting` field declares: absl kind (bool, integer, float, string, enum, list), name, default,
-    help text, for an enum its choices; and what the guard checks: `bounds`, `role`, `writes`."""
+    help text, for an enum its choices; and what the guard checks: `bounds`, `role`, `writes`, `under`; `required`:
+    None when optional, else the flags that may stand in for it (empty: none); `excludes`: flags not given with it."""
 
     kind: str
     name: str
@@ -100,6 +107,8 @@ class FlagSpec:
     role: str = None
     writes: tuple = ()
     under: str = None
+    required: tuple = None
+    excludes: tuple = ()
 
 
 _KINDS = {bool: "bool", int: "integer", float: "float", str: "string", list: "list"}
@@ -120,7 +129,8 @@ def flag_spec(field):
     if default is _NO_DEFAULT:
         raise TypeError(f"{field.name}: a required field needs setting(flag_default=...)")
     return FlagSpec(kind, metadata.get("flag", field.name), default, metadata["help"], metadata.get("choices"),
-                    metadata.get("bounds"), metadata.get("role"), metadata.get("writes", ()), metadata.get("under"))
+                    metadata.get("bounds"), metadata.get("role"), metadata.get("writes", ()), metadata.get("under"),
+                    metadata.get("required"), metadata.get("excludes", ()))
 
 
 def flag_specs(params_cls):

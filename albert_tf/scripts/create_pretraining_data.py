@@ -50,12 +50,14 @@ class PretrainingDataRequest:
 
     # The original's.
     input_file: str = setting(None, "Input raw text file, or comma-separated list of files / glob patterns.",
-                              role="input_files")
+                              role="input_files", required=True)
     output_file: str = setting(None, "Output TF example file, or comma-separated list of files; instances are spread "
-                                     "over them round-robin.", role="output_files")
+                                     "over them round-robin.", role="output_files",
+                               required=("output_dir",), excludes=("output_dir",))
     vocab_file: str = setting(None, "WordPiece vocabulary file (used when no --spm_model_file is given).",
                               role="input_file")
-    spm_model_file: str = setting(None, "SentencePiece model file, e.g. data/30k-clean.model.", role="input_file")
+    spm_model_file: str = setting(None, "SentencePiece model file, e.g. data/30k-clean.model.", role="input_file",
+                                  required=("vocab_file",))
     do_lower_case: bool = setting(True, "Lower-case the input text (True for uncased models).")
     # Additions.
     num_workers: int = setting(0, "Worker processes (0: one per CPU). Does not change the output.", bounds=NON_NEGATIVE)
@@ -92,14 +94,10 @@ _PIPELINE_ARGS = []
 
 
 def _output_files(request):
-    if request.output_dir and request.output_file:
-        raise cli.UsageError("give either --output_file or --output_dir, not both")
     if request.output_dir:
         if os.path.exists(request.output_dir) and not os.path.isdir(request.output_dir):
             raise fileio.OutputError(f"--output_dir {request.output_dir} is a file, not a directory")
         paths = pretraining.output_shard_paths(request.output_dir, request.num_output_shards)
-    elif not request.output_file:
-        raise cli.UsageError("--output_file (or --output_dir) is required")
     else:
         paths = [p for p in request.output_file.split(",") if p]
     _refuse_existing(request, paths)
@@ -154,14 +152,10 @@ class ProgressLog:
 
 def _beam_outputs(request):
     """(prefix, suffix) of the Beam outputs: `<prefix>-SSSSS-of-NNNNN<suffix>` files."""
-    if request.output_dir and request.output_file:
-        raise cli.UsageError("give either --output_file or --output_dir, not both")
     if request.output_dir:
         if not fileio.is_remote(request.output_dir) and os.path.isfile(request.output_dir):
             raise fileio.OutputError(f"--output_dir {request.output_dir} is a file, not a directory")
         return request.output_dir.rstrip("/") + "/pretraining", ".tfrecord"
-    if not request.output_file:
-        raise cli.UsageError("--output_file (or --output_dir) is required")
     if "," in request.output_file:
         raise cli.UsageError("with --runner, --output_file is one name prefix: the pipeline writes "
                              "--num_output_shards files <prefix>-00000-of-0000N")
@@ -190,13 +184,8 @@ def _beam_main(request, config):
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise cli.UsageError(f"unexpected arguments: {argv[1:]}")
+    del argv  # cli.run refuses positional arguments
     request = cli.params_from_flags(PretrainingDataRequest)
-    if not request.input_file:
-        raise cli.UsageError("--input_file is required")
-    if not request.spm_model_file and not request.vocab_file:
-        raise cli.UsageError("--spm_model_file (SentencePiece) or --vocab_file (WordPiece) is required")
     if FLAGS.parallel:
         logging.info("--parallel is implied: using --num_workers=%d", request.num_workers)
     config = cli.params_from_flags(pretraining.PretrainingConfig)

@@ -40,10 +40,11 @@ class VocabRequest:
     `vocab.SentencePieceOptions`')."""
 
     input_file: str = setting(None, "Input text files: comma-separated files or glob patterns (.gz/.bz2 too); one "
-                                    "sentence per line, blank lines between documents (skipped).", role="input_files")
+                                    "sentence per line, blank lines between documents (skipped).", role="input_files",
+                              required=True)
     model_prefix: str = setting(None, "Output prefix: writes <prefix>.model and <prefix>.vocab (SentencePiece) or "
                                       "<prefix>.txt (WordPiece).",
-                                role="output_prefix", writes=(".model", ".vocab", ".txt"))
+                                role="output_prefix", writes=(".model", ".vocab", ".txt"), required=True)
     input_sentence_size: int = setting(vocab.DEFAULT_INPUT_SENTENCE_SIZE, "Sentences sampled from the input "
                                                                           "(uniformly, in one pass); bounds memory.",
                                        bounds=POSITIVE)
@@ -57,13 +58,8 @@ cli.define_flags(vocab.SentencePieceOptions)
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise cli.UsageError(f"unexpected arguments: {argv[1:]}")
+    del argv  # cli.run refuses positional arguments
     request = cli.params_from_flags(VocabRequest)
-    if not request.input_file:
-        raise cli.UsageError("--input_file is required")
-    if not request.model_prefix:
-        raise cli.UsageError("--model_prefix is required")
     options = cli.params_from_flags(vocab.SentencePieceOptions, control_symbols=tuple(FLAGS.control_symbols),
                                     user_defined_symbols=tuple(FLAGS.user_defined_symbols))
     result = vocab.create_vocab(
@@ -73,10 +69,7 @@ def main(argv):
     return 0
 
 
-def run():
-    """The console command: `main` under `albert_tf.cli.run`."""
-    cli.run(main, __doc__)
-
+run = cli.console_command(main, __doc__)
 
 if __name__ == "__main__":
     run()

@@ -58,11 +58,10 @@ cli.define_flags(ExportRequest)
 
 
 def main(argv):
+    del argv  # cli.run refuses positional arguments
     # pylint: disable=import-outside-toplevel
     from albert_tf.errors import UsageError
 
-    if len(argv) > 1:
-        raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     if FLAGS.export_type not in EXPORT_TYPES:
         raise UsageError(f"--export_type must be one of {', '.join(EXPORT_TYPES)}"
                          + (f" (got {FLAGS.export_type!r})" if FLAGS.export_type else ""))
@@ -76,10 +75,7 @@ def main(argv):
     print(exports.describe(outcome))
 
 
-def run():
-    """The console command: `main` under `albert_tf.cli.run`."""
-    cli.run(main, __doc__)
-
+run = cli.console_command(main, __doc__)
 
 if __name__ == "__main__":
     run()

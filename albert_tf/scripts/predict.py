@@ -36,11 +36,12 @@ class PredictRequest:
     """What one run reads, runs and writes: each field is this script's flag of the same name."""
 
     export_dir: str = setting(None, "The SavedModel: a model with text signatures (e.g. a classifier export), or a "
-                                    "preprocessing export (with --encoder_dir).", role="input_tree")
+                                    "preprocessing export (with --encoder_dir).", role="input_tree",
+                              required=True)
     encoder_dir: str = setting(None, "An encoder export to run on the ids of the preprocessing --export_dir.",
                                role="input_tree")
     input_file: str = setting(None, "Text file: one example per line, or two tab-separated texts for pairs.",
-                              role="input_file")
+                              role="input_file", required=("request_json",))
     output_file: str = setting("-", "Where to write the JSON lines ('-' = standard output).", role="output_file")
     batch_size: int = setting(32, "Examples per batch.", bounds=POSITIVE)
     text_columns: list = setting(None, "Take these (0-based) tab-separated columns as the text(s), e.g. 0 or 3,4.")
@@ -55,13 +56,8 @@ cli.define_flags(PredictRequest)
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise cli.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    del argv  # cli.run refuses positional arguments
     request = cli.params_from_flags(PredictRequest)
-    if not request.export_dir:
-        raise cli.UsageError("--export_dir is required")
-    if not (request.input_file or request.request_json):
-        raise cli.UsageError("--input_file (or --request_json) is required")
     text_columns = None
     if request.text_columns:
         try:
@@ -100,10 +96,7 @@ def main(argv):
                  stats["signature"], stats["output_file"], stats["seconds"], stats["examples_per_second"])
 
 
-def run():
-    """The console command: `main` under `albert_tf.cli.run`."""
-    cli.run(main, __doc__)
-
+run = cli.console_command(main, __doc__)
 
 if __name__ == "__main__":
     run()

@@ -28,18 +28,16 @@ from albert_tf.data.corpus import readers, sentences, writer
 from albert_tf.data.pretraining.shards import expand_input_patterns
 from albert_tf.settings import NON_NEGATIVE, POSITIVE, setting
 
-FLAGS = flags.FLAGS
-
-
 @dataclasses.dataclass
 class CorpusRequest:
     """What one run reads and writes: each field is this script's flag of the same name (the cleaning flags are
     `corpus.CleaningOptions`')."""
 
     input_file: str = setting(None, "Input files: comma-separated paths or glob patterns (text or JSON Lines, "
-                                    "optionally .gz or .bz2).", role="input_files")
+                                    "optionally .gz or .bz2).", role="input_files", required=True)
     output_file: str = setting(None, "Output file; with several shards the prefix of `<prefix>-0000i-of-0000N.txt` "
-                                     "(a trailing .txt is dropped from the prefix).", role="output_file")
+                                     "(a trailing .txt is dropped from the prefix).", role="output_file",
+                              required=True)
     input_format: str = setting("auto", "Input format; auto: by extension (.txt text; .jsonl, .json jsonl; after "
                                         ".gz/.bz2), else jsonl when a file starts with '{', else text.",
                                 choices=("auto", *readers.FORMATS))
@@ -48,7 +46,8 @@ class CorpusRequest:
                                              "paragraphs) instead of blank lines separating documents.")
     num_output_shards: int = setting(1, "Number of output files; documents go round-robin.", bounds=POSITIVE)
     shard_size_mb: float = setting(0.0, "Instead of --num_output_shards: start a new shard after this many MB "
-                                        "(0: off).", bounds=NON_NEGATIVE)
+                                        "(0: off).", bounds=NON_NEGATIVE,
+                                  excludes=("num_output_shards",))
     sentence_splitter: str = setting("blingfire", "Sentence splitter behind the CJK rule: blingfire (fast; x86-64 "
                                                   "only) or pysbd (pure Python, about 100 times slower; `pip install "
                                                   "pysbd`), see docs/corpus.md.", choices=sentences.SPLITTERS)
@@ -109,16 +108,9 @@ def _warn_stale_shards(request, outputs):
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise cli.UsageError(f"unexpected arguments: {argv[1:]}")
+    del argv  # cli.run refuses positional arguments
     request = cli.params_from_flags(CorpusRequest)
     cleaning = cli.params_from_flags(corpus.CleaningOptions)
-    if not request.input_file:
-        raise cli.UsageError("--input_file is required")
-    if not request.output_file:
-        raise cli.UsageError("--output_file is required")
-    if request.shard_size_mb and FLAGS["num_output_shards"].present:
-        raise cli.UsageError("give --num_output_shards or --shard_size_mb, not both")
     if not request.text_field:
         raise cli.UsageError("--text_field must not be empty")
     inputs = expand_input_patterns(request.input_file, what="--input_file")
@@ -137,10 +129,7 @@ def main(argv):
     return 0
 
 
-def run():
-    """The console command: `main` under `albert_tf.cli.run`."""
-    cli.run(main, __doc__)
-
+run = cli.console_command(main, __doc__)
 
 if __name__ == "__main__":
     run()

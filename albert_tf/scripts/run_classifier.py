@@ -118,10 +118,7 @@ def main(argv):
         print(f"  Hugging Face folder: {outcome['export_huggingface_dir']}")
 
 
-def run():
-    """The console command: `main` under `albert_tf.cli.run`."""
-    cli.run(main, __doc__)
-
+run = cli.console_command(main, __doc__)
 
 if __name__ == "__main__":
     run()

@@ -100,10 +100,7 @@ def main(argv):
               f"pooled_output): {outcome['export_dir']}")
 
 
-def run():
-    """The console command: `main` under `albert_tf.cli.run`."""
-    cli.run(main, __doc__)
-
+run = cli.console_command(main, __doc__)
 
 if __name__ == "__main__":
     run()

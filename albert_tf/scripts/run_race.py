@@ -78,10 +78,7 @@ def main(argv):
               f" logits, prediction, answer): {outcome['export_dir']}")
 
 
-def run():
-    """The console command: `main` under `albert_tf.cli.run`."""
-    cli.run(main, __doc__)
-
+run = cli.console_command(main, __doc__)
 
 if __name__ == "__main__":
     run()
