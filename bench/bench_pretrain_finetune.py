@@ -52,6 +52,20 @@ every stage continues where it stopped, or is read back when done; a stage whose
    false` until the last) and the plot `--plot` (default `bench/figures/pretrain_finetune.png`): the held-out
    pretraining curves, the learning-rate sweeps and the dev-accuracy curves of the chosen runs.
 
+Low-resource run (`--train_sizes`, docs/pretraining_evidence.md "Low-resource run"): the pretrained model against
+the same model from random weights on few labels. The pretrained arm is a recipe search's candidate
+(`--recipe_work_dir`, `--candidate`, default the search's best so far in `--recipe_results_json`; its latest
+checkpoint, config and vocabulary copied once into <work_dir>/pretrained/) or, without `--recipe_work_dir`, this
+script's pretraining; the scratch arm has the same config, vocabulary and sequence length. Each task is
+fine-tuned on seeded, stratified, nested subsets of `--train_sizes` labels (the pair task: `--pair_train_sizes`;
+"all": the whole train set), the same subsets for both arms (bench/support/label_subsets.py), for
+`--subset_epochs` passes over the subset, at least `--subset_min_steps` and at most the task's steps. At each size,
+steps a-d above with 5 seeds below 1,000 labels and 3 otherwise (of `--seeds`, default 1-5 here). Results go to
+`--results_json` (default here bench/results/pretrain_lowresource.json, resumed: the runs it holds are read back)
+and the figure to `--plot` (default here bench/figures/pretrain_lowresource.png): dev accuracy against the number
+of labels. The goals: the pretrained mean >= 3 points above the best scratch arm's and beyond the combined seed sd
+at 1,000 labels or fewer, and not below it with all labels.
+
 Flags (the defaults are the settings of the run docs/pretraining_evidence.md quotes):
   --work_dir             where everything is written (default /tmp/albert_pretrain_finetune)
   --corpus               shared | shipped (see 1.); --gutenberg_dir, --eval_book
@@ -70,6 +84,10 @@ Flags (the defaults are the settings of the run docs/pretraining_evidence.md quo
   --skip_pair            SST-2 only
   --pretrain_only        stop after pretraining (run it ahead; the next run reads it back)
   --results_json, --plot where the results and the PNG go
+  --train_sizes, --pair_train_sizes, --subset_seed, --subset_epochs, --subset_min_steps
+                         the low-resource run (above)
+  --recipe_work_dir, --recipe_results_json, --candidate
+                         its pretrained model from the recipe search (bench_pretrain_recipe.py)
 """
 import glob
 import json
@@ -132,6 +150,18 @@ flags.DEFINE_bool("pretrain_only", False, "Stop after pretraining (to run it ahe
 flags.DEFINE_string("results_json", os.path.join(REPO, "bench", "results", "pretrain_finetune.json"),
                     "Where the results go (rewritten after every run).")
 flags.DEFINE_string("plot", os.path.join(REPO, "bench", "figures", "pretrain_finetune.png"), "The PNG to write.")
+flags.DEFINE_list("train_sizes", [], "Low-resource run: fine-tune SST-2 on these numbers of labels (seeded "
+                  "subsets; 'all' for the whole train set) instead of the protocol above.")
+flags.DEFINE_list("pair_train_sizes", None, "The pair task's sizes in a low-resource run (default --train_sizes).")
+flags.DEFINE_integer("subset_seed", 1, "Seed of the low-resource run's label subsets (the same for both arms).")
+flags.DEFINE_integer("subset_epochs", 30, "Low-resource fine-tuning steps: this many passes over the subset, at "
+                     "least --subset_min_steps and at most the task's steps.")
+flags.DEFINE_integer("subset_min_steps", 200, "The fewest fine-tuning steps of a low-resource subset.")
+flags.DEFINE_string("recipe_work_dir", None, "Low-resource run: the pretrained arm is this recipe search's "
+                    "candidate (bench_pretrain_recipe.py --work_dir) instead of this script's pretraining.")
+flags.DEFINE_string("recipe_results_json", os.path.join(REPO, "bench", "results", "pretrain_recipe_search.json"),
+                    "The recipe search's results (its candidates' settings, files and held-out curves).")
+flags.DEFINE_string("candidate", None, "The recipe search's candidate to fine-tune (default: its best so far).")
 
 SETTINGS_JSON = "bench_settings.json"
 EVAL_BATCH = 64
@@ -309,33 +339,49 @@ def task_settings(task, factor=1):
 
 def finetune(work_dir, task, arm, lr, seed, factor, init_checkpoint, config):
     """One fine-tuning run (resuming, or read back when done); returns a record of it."""
-    from albert_tf.tasks.classification import ClassifierParams, run_classifier  # pylint: disable=import-outside-toplevel
-
     s = task_settings(task, factor)
     name = f"{arm}-lr{lr:g}-seed{seed}" + (f"-x{factor}" if factor != 1 else "")
     if arm == "scratch" and FLAGS.scratch_work_dir:
         work_dir = os.path.abspath(FLAGS.scratch_work_dir)
     output_dir = os.path.join(work_dir, "finetune", task, name)
     stamp(output_dir, {**s, "learning_rate": lr, "init_checkpoint": init_checkpoint}, "fine-tuning run")
+    start = time.time()
+    history = run_finetuning(output_dir, task, s, lr, seed, init_checkpoint, config, {
+        "data_dir": FLAGS.glue_dir, "spm_model_file": FLAGS.spm_model_file, "max_seq_length": FLAGS.max_seq_length,
+        "cached_dir": os.path.join(work_dir, "features")})
+    run = {"arm": arm, "learning_rate": lr, "seed": seed, "steps": s["steps"], "history": history,
+           "final": 100 * history[max(history)][ACC], "best": 100 * max(r[ACC] for r in history.values()),
+           "constant_final": one_class(task, history),
+           "train_wall_seconds": training_wall_seconds(output_dir)}
+    print_run(task, name, run["final"], run["best"], run["constant_final"], start)
+    return run
+
+
+def run_finetuning(output_dir, task, s, lr, seed, init_checkpoint, config, data):
+    """Runs `run_classifier` (resuming, or reading a finished run back) with the settings `s` of task_settings and
+    `data` (data_dir, spm_model_file, max_seq_length, cached_dir); returns its {step: dev results}."""
+    from albert_tf.tasks.classification import ClassifierParams, run_classifier  # pylint: disable=import-outside-toplevel
+
     params = ClassifierParams(
-        albert_config=config, output_dir=output_dir, task_name=task, data_dir=FLAGS.glue_dir,
-        spm_model_file=FLAGS.spm_model_file, cached_dir=os.path.join(work_dir, "features"),
-        init_checkpoint=init_checkpoint, max_seq_length=FLAGS.max_seq_length, do_train=True, do_eval=True,
+        albert_config=config, output_dir=output_dir, task_name=task, data_dir=data["data_dir"],
+        spm_model_file=data["spm_model_file"], cached_dir=data["cached_dir"],
+        init_checkpoint=init_checkpoint, max_seq_length=data["max_seq_length"], do_train=True, do_eval=True,
         train_batch_size=s["batch_size"], eval_batch_size=128, learning_rate=lr, train_step=s["steps"],
         warmup_step=s["warmup_steps"], save_checkpoints_steps=s["eval_every"], keep_checkpoint_max=1,
         iterations_per_loop=math.gcd(50, s["eval_every"]), random_seed=seed, log_every=0)
-    start = time.time()
     outcome = run_classifier(params)
-    history = {int(k): v for k, v in outcome["eval_history"].items()}
-    run = {"arm": arm, "learning_rate": lr, "seed": seed, "steps": s["steps"], "history": history,
-           "final": 100 * history[max(history)][ACC], "best": 100 * max(r[ACC] for r in history.values()),
-           "constant_final": majority_class.predicts_one_class(
-               history[max(history)], majority_class.dev_label_shares(os.path.abspath(FLAGS.glue_dir), task)),
-           "train_wall_seconds": training_wall_seconds(output_dir)}
-    print(f"  {task} {name:28s} dev accuracy final {run['final']:.2f} %"
-          + (" (one class only)" if run["constant_final"] else "") + f", best {run['best']:.2f} % "
-          f"({(time.time() - start) / 60:.1f} min this call; {load()})", flush=True)
-    return run
+    return {int(k): v for k, v in outcome["eval_history"].items()}
+
+
+def one_class(task, history):
+    """Whether the final model of a run with this dev `history` predicts one class (bench/majority_class.py)."""
+    return majority_class.predicts_one_class(
+        history[max(history)], majority_class.dev_label_shares(os.path.abspath(FLAGS.glue_dir), task))
+
+
+def print_run(task, name, final, best, constant, start):
+    print(f"  {task} {name:28s} dev accuracy final {final:.2f} %" + (" (one class only)" if constant else "")
+          + f", best {best:.2f} % ({(time.time() - start) / 60:.1f} min this call; {load()})", flush=True)
 
 
 def spread(values):
@@ -487,6 +533,306 @@ def plot(path, pretrain_history, report):
     print(f"\nplot: {path} ({os.path.getsize(path) / 1e3:.0f} kB)")
 
 
+# -- the low-resource run (--train_sizes) --------------------------------------------------------------------------
+
+def recipe_model(work_dir):
+    """The recipe search's candidate as the pretrained arm. Its latest checkpoint, config and vocabulary are
+    copied once into <work_dir>/pretrained/<candidate>/ (the search may still be training it; a resumed run keeps
+    the copy). Returns the model's files, its sequence length and the record of its recipe and held-out curves."""
+    import shutil  # pylint: disable=import-outside-toplevel
+
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    results_path = os.path.abspath(FLAGS.recipe_results_json)
+    with open(results_path, encoding="utf-8") as f:
+        search = json.load(f)
+    name = FLAGS.candidate or search["best_so_far"]
+    if name not in search["candidates"]:
+        raise SystemExit(f"bench_pretrain_finetune: error: --candidate {name}: not among the candidates of "
+                         f"{results_path}")
+    cand = search["candidates"][name]
+    recipe_dir = os.path.abspath(FLAGS.recipe_work_dir)
+
+    def resolve(path):
+        return path.replace("<work_dir>", recipe_dir, 1) if path.startswith("<work_dir>") else os.path.join(REPO, path)
+
+    copy_dir = os.path.join(work_dir, "pretrained", name)
+    marker = os.path.join(copy_dir, "copied.json")
+    for _ in range(3):  # the search replaces its checkpoint as it trains: copy again if it went meanwhile
+        if os.path.exists(marker):
+            break
+        source = tf.train.latest_checkpoint(resolve(cand["files"]["output_dir"]))
+        if source is None:
+            raise SystemExit(f"bench_pretrain_finetune: error: no checkpoint of {name} in {recipe_dir}")
+        tmp = copy_dir + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        try:
+            for path in glob.glob(source + ".*"):
+                shutil.copy2(path, tmp)
+        except FileNotFoundError:
+            continue
+        shutil.copy2(resolve(cand["files"]["albert_config_file"]), os.path.join(tmp, "albert_config.json"))
+        spm = resolve(cand["files"]["spm_model_file"])
+        shutil.copy2(spm, os.path.join(tmp, os.path.basename(spm)))
+        step = int(source.rsplit("-", 1)[1])
+        history_path = os.path.join(os.path.dirname(source), "eval_history.json")
+        held_out = None
+        if os.path.exists(history_path):
+            with open(history_path, encoding="utf-8") as f:
+                held_out = json.load(f)["results"].get(str(step))
+        with open(os.path.join(tmp, "copied.json"), "w", encoding="utf-8") as f:
+            json.dump({"candidate": name, "checkpoint": os.path.basename(source), "step": step,
+                       "spm_model_file": os.path.basename(spm), "held_out_at_checkpoint": held_out,
+                       "copied": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, f, indent=1)
+        shutil.rmtree(copy_dir, ignore_errors=True)
+        os.replace(tmp, copy_dir)
+    if not os.path.exists(marker):
+        raise SystemExit(f"bench_pretrain_finetune: error: {name}'s checkpoint kept changing while it was copied")
+    with open(marker, encoding="utf-8") as f:
+        copied = json.load(f)
+    print(f"pretrained arm: {name} at step {copied['step']} of the recipe search (copied {copied['copied']} into "
+          f"{copy_dir})")
+    recipe = {"source": os.path.relpath(results_path, REPO), "search_command": search.get("command"),
+              "search_date": search.get("date"), "search_complete": search.get("complete"),
+              "best_so_far": search.get("best_so_far"), "search_settings": search.get("settings"),
+              "candidate": {k: v for k, v in cand.items() if k not in ("curve", "files", "final")},
+              "curve": cand["curve"], "checkpoint_step": copied["step"],
+              "held_out_at_checkpoint": copied["held_out_at_checkpoint"], "reference": search.get("reference")}
+    return {"init_checkpoint": os.path.join(copy_dir, copied["checkpoint"]),
+            "albert_config_file": os.path.join(copy_dir, "albert_config.json"),
+            "spm_model_file": os.path.join(copy_dir, copied["spm_model_file"]),
+            "max_seq_length": cand["files"]["max_seq_length"], "identity": f"{name}@{copied['step']}",
+            "recipe": recipe}
+
+
+def own_model(work_dir, config):
+    """This script's pretraining (stages 1-3) as the pretrained arm, in the form of recipe_model."""
+    train_file, eval_file, counts = make_records(work_dir)
+    final, history = pretrain(work_dir, train_file, eval_file, counts, config)
+    settings = {k: FLAGS[k].value for k in ("corpus", "extra_text", "dupe_factor", "masked_lm_budget",
+                                            "pretrain_steps", "pretrain_batch_size", "pretrain_lr",
+                                            "pretrain_warmup_steps")}
+    curve = [{"step": step, "tokens": step * FLAGS.pretrain_batch_size * FLAGS.max_seq_length, **history[step]}
+             for step in sorted(history)]
+    return {"init_checkpoint": final, "albert_config_file": os.path.abspath(FLAGS.albert_config_file),
+            "spm_model_file": os.path.abspath(FLAGS.spm_model_file), "max_seq_length": FLAGS.max_seq_length,
+            "identity": f"bench_pretrain_finetune pretraining {json.dumps(settings, sort_keys=True)}",
+            "recipe": {"source": "this script's pretraining (stages 1-3)", "settings": settings, "records": counts,
+                       "curve": curve}}
+
+
+def lowres_run(work_dir, store, task, n, subset, arm, factor, lr, seed, model, config):
+    """One fine-tuning run of the low-resource plan, or its record read back from the results file."""
+    from bench.support import label_subsets  # pylint: disable=import-outside-toplevel
+
+    key = store.run_key(task, n, arm, lr, seed, factor)
+    if store.get(key) is not None:
+        return store.get(key)
+    s = dict(subset["settings"], steps=subset["settings"]["steps"] * factor,
+             warmup_steps=subset["settings"]["warmup_steps"] * factor)
+    name = f"{arm}-lr{lr:g}-seed{seed}" + (f"-x{factor}" if factor != 1 else "")
+    base = FLAGS.scratch_work_dir if arm == "scratch" and FLAGS.scratch_work_dir else work_dir
+    output_dir = os.path.join(os.path.abspath(base), "lowres", task, f"n{label_subsets.size_key(n)}", name)
+    init = model["init_checkpoint"] if arm == "pretrained" else None
+    stamp(output_dir, {**s, "learning_rate": lr, "init_checkpoint": init, "train_examples": subset["n"],
+                       "subset_seed": FLAGS.subset_seed, "albert_config": config.to_dict(),
+                       "spm_model_file": os.path.basename(model["spm_model_file"]),
+                       "max_seq_length": model["max_seq_length"]}, "fine-tuning run")
+    start = time.time()
+    history = run_finetuning(output_dir, task, s, lr, seed, init, config, {
+        "data_dir": subset["data_dir"], "spm_model_file": model["spm_model_file"],
+        "max_seq_length": model["max_seq_length"], "cached_dir": os.path.join(os.path.abspath(base), "features")})
+    last = history[max(history)]
+    record = {"task": task, "n": subset["n"], "arm": arm, "factor": factor, "learning_rate": lr, "seed": seed,
+              "steps": s["steps"], "history": history, "dev_accuracy": 100 * last[ACC],
+              "dev_f1": 100 * last["f1"] if "f1" in last else None,
+              "best_dev_accuracy": 100 * max(r[ACC] for r in history.values()),
+              "constant_final": one_class(task, history), "train_wall_seconds": training_wall_seconds(output_dir)}
+    print_run(task, f"n={label_subsets.size_key(n)} {name}", record["dev_accuracy"], record["best_dev_accuracy"],
+              record["constant_final"], start)
+    store.put(key, record)
+    return record
+
+
+def lowres_size(work_dir, store, task, n, model, config, seeds):
+    """The protocol at one size of one task: the rate sweep of both arms on the size's first seed, the rate
+    chosen on dev with the one-class guard, the size's seeds at it, and the summary; fills the results entry."""
+    from bench.support import label_subsets  # pylint: disable=import-outside-toplevel
+
+    glue_dir = os.path.abspath(FLAGS.glue_dir)
+    if n is None:
+        data_dir, count = glue_dir, None
+    else:
+        data_dir, count = label_subsets.write_subset(glue_dir, task, n, FLAGS.subset_seed,
+                                                     os.path.join(work_dir, "subsets"))
+    grid = [float(x) for x in FLAGS.lr_grid]
+    plan = label_subsets.seeds_for_size(n, seeds)
+    subset = {"n": count, "data_dir": data_dir,
+              "settings": label_subsets.steps_for_size(n, task_settings(task), FLAGS.subset_epochs,
+                                                       FLAGS.subset_min_steps)}
+    entry = {"train_examples": count if n is not None else "all", "settings": subset["settings"], "seeds": plan,
+             "sweep": {}, "chosen_lr": {}, "one_class_rates": {}, "runs": {}}
+    store.data["results"].setdefault(task, {})[label_subsets.size_key(n)] = entry
+    s = subset["settings"]
+    print(f"\n{task} on {label_subsets.size_key(n)} labels: {s['steps']} steps of batch {s['batch_size']}, warm-up "
+          f"{s['warmup_steps']}, dev eval every {s['eval_every']}; sweep {', '.join(map(str, grid))} on seed "
+          f"{plan[0]} for both arms, then seeds {', '.join(map(str, plan))} at each arm's chosen rate", flush=True)
+    arms = ["pretrained", "scratch"]
+    for lr in grid:
+        for arm in arms:
+            record = lowres_run(work_dir, store, task, n, subset, arm, 1, lr, plan[0], model, config)
+            entry["sweep"].setdefault(arm, {})[f"{lr:g}"] = {k: record[k] for k in (
+                "dev_accuracy", "dev_f1", "best_dev_accuracy", "constant_final")}
+    for arm in arms:
+        sweep = entry["sweep"][arm]
+        one_class_rates = [lr for lr in grid if sweep[f"{lr:g}"]["constant_final"]]
+        eligible = [lr for lr in grid if lr not in one_class_rates] or grid
+        entry["one_class_rates"][arm] = one_class_rates
+        entry["chosen_lr"][arm] = max(eligible, key=lambda lr, sweep=sweep: sweep[f"{lr:g}"]["dev_accuracy"])
+    print("  chosen rates: " + ", ".join(f"{arm} {lr:g}" + one_class_note(entry["one_class_rates"][arm], grid)
+                                         for arm, lr in entry["chosen_lr"].items()), flush=True)
+    long_arm = [("scratch", FLAGS.scratch_long_factor)] if FLAGS.scratch_long_factor > 1 else []
+    for arm, factor in [("pretrained", 1), ("scratch", 1)] + long_arm:
+        runs = [lowres_run(work_dir, store, task, n, subset, arm, factor, entry["chosen_lr"][arm], seed, model,
+                           config) for seed in plan]
+        entry["runs"][arm if factor == 1 else f"{arm}_x{factor}"] = [
+            {k: r[k] for k in ("seed", "learning_rate", "steps", "dev_accuracy", "dev_f1", "best_dev_accuracy",
+                               "constant_final")} for r in runs]
+    entry["summary"] = lowres_summary(task, n, entry["runs"])
+    store.write()
+
+
+def lowres_summary(task, n, runs):
+    """Per arm the spread of dev accuracy (and F1) over seeds, the best from-scratch arm, the gap and the goal at
+    this size: >= 3 points and beyond the combined seed sd at 1,000 labels or fewer; not below with all labels."""
+    stats = {key: spread([r["dev_accuracy"] for r in rs]) for key, rs in runs.items()}
+    best_scratch = max((k for k in stats if k.startswith("scratch")), key=lambda k: stats[k]["mean"])
+    gap = stats["pretrained"]["mean"] - stats[best_scratch]["mean"]
+    combined = math.hypot(stats["pretrained"]["sd"], stats[best_scratch]["sd"])
+    if n is None:
+        goal, met = "gap >= 0 (not below the best scratch arm with all labels)", gap >= 0
+    elif n <= 1000:
+        goal, met = "gap >= 3 points and gap > combined sd", gap >= 3 and gap > combined
+    else:
+        goal, met = None, None
+    summary = {"arms": stats, "best_scratch": best_scratch, "gap": gap, "combined_sd": combined, "goal": goal,
+               "goal_met": met}
+    if all(r["dev_f1"] is not None for rs in runs.values() for r in rs):
+        summary["f1"] = {key: spread([r["dev_f1"] for r in rs]) for key, rs in runs.items()}
+    line = "; ".join(f"{k} {v['mean']:.2f} ± {v['sd']:.2f}" for k, v in stats.items())
+    print(f"  {task} n={'all' if n is None else n}: dev accuracy {line}; gap to {best_scratch} {gap:+.2f} points, "
+          f"combined sd {combined:.2f}" + (f": goal {'MET' if met else 'NOT met'} ({goal})" if goal else ""),
+          flush=True)
+    return summary
+
+
+def lowresource(work_dir, config_default):
+    """The low-resource comparison (docs/pretraining_evidence.md, "Low-resource run")."""
+    from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
+    from albert_tf.data import glue  # pylint: disable=import-outside-toplevel
+    from bench.support import label_subsets  # pylint: disable=import-outside-toplevel
+
+    tasks = ["sst-2"] + ([] if FLAGS.skip_pair else [FLAGS.pair_task])
+    glue_dir = os.path.abspath(FLAGS.glue_dir)
+    sizes, available = {}, {}
+    for task in tasks:
+        flag = "pair_train_sizes" if task != "sst-2" and FLAGS.pair_train_sizes else "train_sizes"
+        sizes[task] = label_subsets.parse_sizes(FLAGS[flag].value, flag)
+        processor = glue.get_processor(task)
+        available[task] = len(processor.get_train_examples(os.path.join(glue_dir, processor.task.directory)))
+        label_subsets.check_sizes(sizes[task], available[task], task, flag)
+    seeds = [int(x) for x in FLAGS.seeds] if FLAGS["seeds"].present else [1, 2, 3, 4, 5]
+    for n in (n for t in tasks for n in sizes[t]):
+        label_subsets.seeds_for_size(n, seeds)
+    model = recipe_model(work_dir) if FLAGS.recipe_work_dir else own_model(work_dir, config_default)
+    config = AlbertConfig.from_json_file(model["albert_config_file"])
+    results_json = FLAGS.results_json if FLAGS["results_json"].present else os.path.join(
+        REPO, "bench", "results", "pretrain_lowresource.json")
+    plot_path = FLAGS.plot if FLAGS["plot"].present else os.path.join(REPO, "bench", "figures",
+                                                                      "pretrain_lowresource.png")
+    settings = {"pretrained": model["identity"], "albert_config": config.to_dict(),
+                "spm_model_file": os.path.basename(model["spm_model_file"]), "max_seq_length": model["max_seq_length"],
+                "sizes": {t: [label_subsets.size_key(n) for n in sizes[t]] for t in tasks},
+                "subset_seed": FLAGS.subset_seed, "subset_epochs": FLAGS.subset_epochs,
+                "subset_min_steps": FLAGS.subset_min_steps, "lr_grid": [float(x) for x in FLAGS.lr_grid],
+                "seeds": seeds, "scratch_long_factor": FLAGS.scratch_long_factor,
+                "task_settings": {t: task_settings(t) for t in tasks}}
+    store = label_subsets.ResultStore(results_json, settings)
+    store.data.update({
+        "what": "low-resource fine-tuning: the pretrained model against the same model from random weights on "
+                "seeded label subsets (bench/bench_pretrain_finetune.py --train_sizes)",
+        "command": " ".join(["python", "-m", "bench.bench_pretrain_finetune"] + sys.argv[1:]),
+        "machine": {"cpus": os.cpu_count(), "load": load()}, "pretrained": model["recipe"],
+        "train_examples_available": available, "complete": False})
+    store.data.setdefault("started", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    store.data["results"] = {}
+    store.write()
+    where = "; ".join(f"{t} at {','.join(settings['sizes'][t])}" for t in tasks)
+    print(f"low-resource run: {where} labels (subset seed {FLAGS.subset_seed}); results "
+          f"{os.path.abspath(results_json)}", flush=True)
+    for task in tasks:
+        for n in sizes[task]:
+            lowres_size(work_dir, store, task, n, model, config, seeds)
+    met = [e["summary"]["goal_met"] for t in tasks for e in store.data["results"][t].values()
+           if e["summary"]["goal"]]
+    store.data.update({"goal_met": bool(met) and all(met), "complete": True,
+                       "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
+    store.write()
+    plot_lowres(plot_path, store.data, tasks)
+    print(f"results: {os.path.abspath(results_json)}; goals {'MET' if store.data['goal_met'] else 'NOT met'}")
+
+
+def plot_lowres(path, results, tasks):
+    """The figure of a low-resource run: the pretrained model's held-out curves, and per task the dev accuracy
+    against the number of labels (log scale; each seed a dot, each arm's mean ± sd a line with error bars)."""
+    import matplotlib  # pylint: disable=import-outside-toplevel
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
+    fig, axes = plt.subplots(1, 1 + len(tasks), figsize=(4.4 * (1 + len(tasks)), 3.6), dpi=90)
+    ax = axes[0]
+    curve = results["pretrained"]["curve"]
+    x = [c["tokens"] / 1e6 for c in curve]
+    ax.plot(x, [c["masked_lm_accuracy"] for c in curve], "o-", label="masked-LM accuracy")
+    ax.plot(x, [c["sentence_order_accuracy"] for c in curve], "s-", label="sentence-order accuracy")
+    at = results["pretrained"].get("held_out_at_checkpoint")
+    if at:  # the copied checkpoint, where the search went on past its last stored curve
+        tokens = results["pretrained"]["checkpoint_step"] * curve[-1]["tokens"] / curve[-1]["step"] / 1e6
+        ax.plot([tokens] * 2, [at["masked_lm_accuracy"], at["sentence_order_accuracy"]], "k*", ms=9,
+                label="fine-tuned checkpoint")
+    ax.set(title="pretraining (held-out book)", xlabel="tokens processed (millions)", ylabel="accuracy", ylim=(0, 1))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    colors = {"pretrained": "tab:blue", "scratch": "tab:red"}
+    for ax, task in zip(axes[1:], tasks):
+        entries = results["results"][task]
+        for i, key in enumerate(sorted({k for e in entries.values() for k in e["runs"]})):
+            points = []
+            for size, e in entries.items():
+                n = results["train_examples_available"][task] if size == "all" else int(size)
+                if key in e["runs"]:
+                    points.append((n, [r["dev_accuracy"] for r in e["runs"][key]]))
+            points.sort()
+            color = colors["pretrained" if key == "pretrained" else "scratch"]
+            shift = 1.0 + 0.04 * (i - 1)  # the arms' dots side by side
+            for n, values in points:
+                ax.plot([n * shift] * len(values), values, ".", color=color, alpha=0.5)
+            ax.errorbar([n * shift for n, _ in points], [statistics.mean(v) for _, v in points],
+                        yerr=[statistics.stdev(v) if len(v) > 1 else 0.0 for _, v in points],
+                        fmt="o-" if "_x" not in key else "o--", color=color, capsize=3, label=key)
+        ax.set(title=f"{task.upper()}: dev accuracy by labels", xlabel="training labels (log scale)",
+               ylabel="final dev accuracy (%)", xscale="log")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    print(f"\nplot: {path} ({os.path.getsize(path) / 1e3:.0f} kB)")
+
+
 def main(argv):
     del argv
     logging.set_verbosity(logging.WARNING)
@@ -496,6 +842,9 @@ def main(argv):
     os.makedirs(work_dir, exist_ok=True)
     print(f"bench_pretrain_finetune: work dir {work_dir}; {load()}")
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    if FLAGS.train_sizes:
+        lowresource(work_dir, config)
+        return
     start = time.time()
     train_file, eval_file, counts = make_records(work_dir)
     final, pretrain_history = pretrain(work_dir, train_file, eval_file, counts, config)
