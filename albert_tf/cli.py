@@ -75,29 +75,17 @@ def define_flags(params_cls, flag_values=None, only=None, exclude=()):
             _DEFINE[spec.kind](spec.name, default, spec.help, flag_values=flag_values, module_name=module_name)
 
 
-def params_from_flags(params_cls, flag_values=None, defaults=None, **values):
+def params_from_flags(params_cls, flag_values=None, **values):
     """`params_cls(**values)` with every other field taken from its flag: the one its `setting` names, else the
-    flag of the field's name.
-
-    `defaults` (a dict by flag name) replaces the default of flags the user did not set (an embedded demo's
-    settings).
-    """
+    flag of the field's name."""
     flag_values = flags.FLAGS if flag_values is None else flag_values
     specs = flag_specs(params_cls)
     for field in dataclasses.fields(params_cls):
         name = specs[field.name].name if field.name in specs else field.name
         if field.name in values or name not in flag_values:
             continue
-        values[field.name] = flag_value(name, defaults, flag_values)
+        values[field.name] = flag_values[name].value
     return params_cls(**values)
-
-
-def flag_value(name, defaults=None, flag_values=None):
-    """A flag's value, or the `defaults` entry when the user did not set it."""
-    flag = (flags.FLAGS if flag_values is None else flag_values)[name]
-    if defaults and name in defaults and not flag.present:
-        return defaults[name]
-    return flag.value
 
 
 # The checkout this package is in: the scripts' embedded demos read its data/ folder and write under its runs/.
@@ -116,6 +104,41 @@ def demo_preset(name):
         preset = json.load(f)
     paths = {flag: os.path.join(CHECKOUT, *path.split("/")) for flag, path in preset["paths"].items()}
     return {**paths, **preset["flags"]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Demo:
+    """A script's embedded demo, run when the user leaves out `--<when_missing>`: the flags of
+    `data/demos/<preset>.json` (`demo_preset`) take the place of the defaults of every flag the user did not set,
+    before the guard, so that a demo's files are checked and locked as any run's. `unless_given`: (flag, other)
+    pairs; the preset's `--flag` is left out when the user gives `--other`."""
+
+    preset: str
+    when_missing: str
+    unless_given: tuple = ()
+
+
+# Whether this process runs its script's embedded demo (`apply_demo`).
+DEMO_RUNNING = []
+
+
+def apply_demo(demo, flag_values=None):
+    """Sets the flags of `demo`'s preset that the user did not set, when its `when_missing` flag is not given.
+    Returns whether the demo runs (also kept in `DEMO_RUNNING`, which `demo_running` reads)."""
+    flag_values = flags.FLAGS if flag_values is None else flag_values
+    if demo is None or flag_values[demo.when_missing].value:
+        return False
+    skipped = {name for name, other in demo.unless_given if flag_values[other].present}
+    for name, value in demo_preset(demo.preset).items():
+        if not flag_values[name].present and name not in skipped:
+            flag_values[name].value = value
+    DEMO_RUNNING.append(demo.preset)
+    return True
+
+
+def demo_running():
+    """Whether `cli.run` set this process's flags from its script's embedded demo."""
+    return bool(DEMO_RUNNING)
 
 
 def define_hub_module_flag():
@@ -239,7 +262,7 @@ def _quiet_tensorflow():
         tf.get_logger().setLevel("ERROR")
 
 
-def _guarded(main):
+def _guarded(main, demo=None):
     script = _script()
 
     def guarded_main(argv):
@@ -247,6 +270,7 @@ def _guarded(main):
         try:
             if len(argv) > 1:
                 raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+            apply_demo(demo)
             with guarded_settings(sys.argv):
                 return main(argv)
         except UsageError as err:
@@ -286,21 +310,21 @@ def own_flags_key_to_main(flag_values=None):
                 flag_values.register_key_flag_for_module(sys.argv[0], flag)
 
 
-def run(main, usage=None):
+def run(main, usage=None, demo=None):
     """`absl.app.run(main)` with the error handling described in the module docstring; `usage` (the script's
     docstring) is what `--help` prints, with the script's own flags, also when the script runs as an installed
-    console command."""
+    console command; `demo`: the script's embedded `Demo`, if it has one."""
     if usage:
         sys.modules["__main__"].__doc__ = usage
     own_flags_key_to_main()
-    app.run(_guarded(main), flags_parser=parse_flags)
+    app.run(_guarded(main, demo), flags_parser=parse_flags)
 
 
-def console_command(main, usage):
-    """A script's console command (`albert-*`, and what its `run_*.py` shim calls): `run(main, usage)`."""
+def console_command(main, usage, demo=None):
+    """A script's console command (`albert-*`, and what its `run_*.py` shim calls): `run(main, usage, demo)`."""
 
     def command():
-        run(main, usage)
+        run(main, usage, demo)
 
     command.__doc__ = f"The console command: `{main.__module__}.main` under `albert_tf.cli.run`."
     return command

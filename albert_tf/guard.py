@@ -20,13 +20,14 @@ A new script gets all of this by declaring its settings; none of it is written i
 """
 
 import contextlib
+import dataclasses
 import fnmatch
 import glob
 import os
 
 from albert_tf import fileio
 from albert_tf.errors import MissingDataError, UsageError
-from albert_tf.settings import INPUT_ROLES
+from albert_tf.settings import INPUT_ROLES, flag_spec
 
 
 def check_bounds(specs, values, order=()):
@@ -165,11 +166,29 @@ def check_required(specs, values, order=()):
             if other in specs and _is_set(other, specs[other], values, order):
                 raise UsageError(f"give either --{name} or --{other}, not both")
     for name, spec in specs.items():
-        if spec.required is None or values.get(name) not in (None, "", [], ()):
+        if spec.required is None or values.get(name) not in (None, "", [], (), False):
             continue
-        if not any(values.get(other) not in (None, "", [], ()) for other in spec.required):
-            alternatives = "".join(f" (or --{other})" for other in spec.required)
-            raise UsageError(f"--{name}{alternatives} is required")
+        if not any(values.get(other) not in (None, "", [], (), False) for other in spec.required):
+            raise UsageError(_required_message(name, spec))
+
+
+def _required_message(name, spec):
+    names = [f"--{n}" for n in (name, *spec.required)]
+    if spec.kind == "bool":
+        listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+        return f"At least one of {listed} must be True."
+    return f"{names[0]}{''.join(f' (or {n})' for n in names[1:])} is required"
+
+
+def check_params(params):
+    """`check_bounds` and `check_required` on a params dataclass built in code (the library's `run_*`), so its
+    settings hold the rules a script's flags are held to."""
+    specs, values = {}, {}
+    for field, spec in zip(dataclasses.fields(params), map(flag_spec, dataclasses.fields(params))):
+        if spec is not None:
+            specs[spec.name], values[spec.name] = spec, getattr(params, field.name)
+    check_bounds(specs, values)
+    check_required(specs, values)
 
 
 @contextlib.contextmanager

@@ -34,6 +34,18 @@ def tiny_config(**overrides):
     return AlbertConfig(**{**TINY, **overrides})
 
 
+def sst2_classifier_params(output_dir, **overrides):
+    """`ClassifierParams` of a two-step SST-2 run of the tiny model on the shipped GLUE sample (`overrides` win)."""
+    from albert_tf.tasks.classification import ClassifierParams  # pylint: disable=import-outside-toplevel
+
+    values = dict(albert_config=tiny_config(), output_dir=str(output_dir), task_name="sst-2", data_dir=SAMPLE_GLUE,
+                  spm_model_file=SPM, max_seq_length=32, train_batch_size=8, eval_batch_size=50,
+                  predict_batch_size=25, learning_rate=1e-3, train_step=2, save_checkpoints_steps=2,
+                  iterations_per_loop=2, log_every=0, do_train=True)
+    values.update(overrides)
+    return ClassifierParams(**values)
+
+
 def write_config(config, path):
     config.to_json_file(str(path))
     return str(path)

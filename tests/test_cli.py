@@ -1,7 +1,7 @@
 """Flags generated from a params dataclass (`albert_tf.cli.define_flags`) and read back (`params_from_flags`):
-each kind, a flag named otherwise than its field, a required field's flag default, `only` / `exclude`, demo
-defaults, and the script (not `cli`) as the flags' module, so that `--help` lists them; a demo preset outside a
-checkout."""
+each kind, a flag named otherwise than its field, a required field's flag default, `only` / `exclude`, an
+embedded demo's preset (`apply_demo`), and the script (not `cli`) as the flags' module, so that `--help` lists
+them; a demo preset outside a checkout."""
 
 import dataclasses
 
@@ -54,10 +54,20 @@ def test_params_from_flags_reads_each_field_from_its_flag():
                              files=["a", "b"])
 
 
-def test_overrides_and_demo_defaults_apply_only_where_the_user_set_nothing():
-    flag_values = _flag_values(["--steps=7"])
-    params = cli.params_from_flags(_Params, flag_values, defaults={"steps": 99, "rate": 0.25}, config="given")
-    assert (params.config, params.steps, params.rate) == ("given", 7, 0.25)
+def test_a_demo_sets_only_the_flags_the_user_did_not_set(monkeypatch):
+    monkeypatch.setattr(cli, "demo_preset", lambda name: {"steps": 99, "rate": 0.25, "name": "demo"})
+    monkeypatch.setattr(cli, "DEMO_RUNNING", [])
+    demo = cli.Demo("any", when_missing="config_file", unless_given=(("name", "rate"),))
+    given = _flag_values(["--config_file=mine"])
+    assert not cli.apply_demo(demo, given) and not cli.demo_running()
+    flag_values = _flag_values(["--steps=7", "--rate=0.75"])
+    assert cli.apply_demo(demo, flag_values) and cli.demo_running()
+    params = cli.params_from_flags(_Params, flag_values, config="given")
+    assert (params.config, params.steps, params.rate) == ("given", 7, 0.75)
+    assert flag_values["name"].value == flag_values["name"].default  # left out: --rate was given
+    flag_values = _flag_values()
+    cli.apply_demo(demo, flag_values)
+    assert (flag_values["steps"].value, flag_values["rate"].value, flag_values["name"].value) == (99, 0.25, "demo")
 
 
 def test_only_and_exclude_choose_the_flags():

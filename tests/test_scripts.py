@@ -2,6 +2,7 @@
 like Ctrl-C (no partial output, no worker left running)."""
 
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ from albert_tf.checkpoints import load_checkpoint, model_arrays
 from albert_tf.config import AlbertConfig
 from albert_tf.model import AlbertModel
 from albert_tf.tasks.classification import build_classifier
-from tests.helpers import DATA_DIR, REPO, SPM, subprocess_env
+from tests.helpers import DATA_DIR, REPO, SPM, assert_one_line_error, subprocess_env, tree_snapshot
 
 BAD_FLAG_RUNS = {
     "run_pretraining.py": ["--albert_config_file=data/albert_config_tiny.json", "--input_file=x"],
@@ -51,6 +52,32 @@ def test_a_missing_input_file_is_one_line_with_status_1(tmp_path):
         f"create_pretraining_data.py: error: no input files matched '{tmp_path / 'missing.txt'}'"
     assert os.listdir(tmp_path) == []
 
+
+
+@pytest.mark.slow
+def test_an_embedded_demos_files_are_guarded_as_any_runs():
+    """The race demo's --data_dir comes from its preset (data/demos/race.json); pointing --output_dir at that
+    folder is refused as for any run, before anything is written into the shipped data."""
+    race = os.path.join(REPO, "data", "race")
+    before = tree_snapshot(race)
+    result = _run("run_race.py", [f"--output_dir={race}"])
+    assert_one_line_error(result, "--output_dir", "--data_dir", status=2)
+    assert tree_snapshot(race) == before
+
+
+@pytest.mark.slow
+def test_the_race_demo_runs_with_the_users_overrides(tmp_path):
+    """With no --data_dir the demo trains on the shipped sample; the flags given replace the preset's, and the
+    run records the preset's values it used (settings.json)."""
+    out = tmp_path / "demo"
+    result = _run("run_race.py", [f"--output_dir={out}", "--train_step=2", "--save_checkpoints_steps=2",
+                                  "--do_predict=false"], timeout=900)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert "running the embedded demo" in result.stdout
+    recorded = json.loads((out / "settings.json").read_text())["settings"]
+    assert (recorded["train_step"], recorded["learning_rate"], recorded["max_qa_length"]) == (2, 1e-4, 48)
+    assert recorded["data_dir"] == os.path.join(REPO, "data", "race")
+    assert glob.glob(str(out / "saved_model" / "**" / "saved_model.pb"), recursive=True)
 
 def _children(pid):
     found = []

@@ -167,11 +167,15 @@ def write_predictions_v1(result_dict, examples, features, n_best_size, output_pr
         entries = _nbest_json(nbest)
         predictions[example.qas_id] = entries[0]["text"]
         all_nbest[example.qas_id] = entries
-    if output_prediction_file:
-        write_json_atomic(output_prediction_file, predictions)
-    if output_nbest_file:
-        write_json_atomic(output_nbest_file, all_nbest)
+    _write_json_files((output_prediction_file, predictions), (output_nbest_file, all_nbest))
     return predictions, all_nbest
+
+
+def _write_json_files(*outputs):
+    """Writes each `(path, object)` as JSON, atomically, where a path is given."""
+    for path, value in outputs:
+        if path:
+            write_json_atomic(path, value)
 
 
 def write_predictions_v2(result_dict, cls_dict, examples, features, n_best_size, null_score_diff_threshold=None,
@@ -202,12 +206,8 @@ def write_predictions_v2(result_dict, cls_dict, examples, features, n_best_size,
         else:
             predictions[example.qas_id] = entries[0]["text"]
         all_nbest[example.qas_id] = entries
-    if output_prediction_file:
-        write_json_atomic(output_prediction_file, predictions)
-    if output_nbest_file:
-        write_json_atomic(output_nbest_file, all_nbest)
-    if output_null_log_odds_file:
-        write_json_atomic(output_null_log_odds_file, null_odds)
+    _write_json_files((output_prediction_file, predictions), (output_nbest_file, all_nbest),
+                      (output_null_log_odds_file, null_odds))
     return predictions, null_odds, best_non_null, all_nbest
 
 

@@ -86,11 +86,6 @@ def main(argv):
     # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig
 
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-        raise cli.UsageError("At least one of --do_train, --do_eval or --do_predict must be True.")
-    for name in ("albert_config_file", "output_dir"):
-        if not FLAGS[name].value:
-            raise cli.UsageError(f"--{name} is required")
     if not (FLAGS.spm_model_file or FLAGS.vocab_file):
         raise cli.UsageError("--spm_model_file (or --vocab_file for WordPiece models) is required")
     threshold = FLAGS.threshold_to_export

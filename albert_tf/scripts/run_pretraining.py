@@ -30,7 +30,7 @@ FLAGS = flags.FLAGS
 DEMO_EVAL_BOOK = "gutenberg-chesterton-thursday.txt"
 
 
-def _build_demo_data(data_dir, defaults):
+def _build_demo_data(data_dir):
     """Pretraining records from the shipped corpus (one book held out for eval); reused when present."""
     from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data  # pylint: disable=import-outside-toplevel
 
@@ -42,15 +42,12 @@ def _build_demo_data(data_dir, defaults):
     books = sorted(glob.glob(os.path.join(cli.DATA, "corpus", "gutenberg-*.txt")))
     train_books = [b for b in books if not b.endswith(DEMO_EVAL_BOOK)]
     eval_books = [b for b in books if b.endswith(DEMO_EVAL_BOOK)]
-    vocab_file = FLAGS.vocab_file
-    spm_model_file = None if vocab_file and not FLAGS["spm_model_file"].present else \
-        cli.flag_value("spm_model_file", defaults)
-    config = PretrainingConfig(max_seq_length=cli.flag_value("max_seq_length", defaults),
-                               max_predictions_per_seq=cli.flag_value("max_predictions_per_seq", defaults),
-                               dupe_factor=2, random_seed=FLAGS.random_seed)
+    config = PretrainingConfig(max_seq_length=FLAGS.max_seq_length,
+                               max_predictions_per_seq=FLAGS.max_predictions_per_seq, dupe_factor=2,
+                               random_seed=FLAGS.random_seed)
     for inputs, output in ((train_books, train_file), (eval_books, eval_file)):
         stats = create_pretraining_data(
-            ",".join(inputs), [output], spm_model_file=spm_model_file, vocab_file=vocab_file,
+            ",".join(inputs), [output], spm_model_file=FLAGS.spm_model_file, vocab_file=FLAGS.vocab_file,
             do_lower_case=FLAGS.do_lower_case, config=config, num_workers=FLAGS.num_workers)
         print(f"  {stats.instances} pretraining instances -> {output}")
     return train_file, eval_file
@@ -60,28 +57,20 @@ def main(argv):
     del argv
     # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig
-    from albert_tf.errors import UsageError
     from albert_tf.train import runner
 
-    demo = not FLAGS.input_file
-    defaults = cli.demo_preset("pretraining") if demo else {}  # data/demos/pretraining.json
-    if demo and FLAGS.vocab_file and not FLAGS["spm_model_file"].present:
-        defaults.pop("spm_model_file")  # a WordPiece vocabulary given for the demo replaces the SentencePiece model
+    demo = cli.demo_running()
     if demo:
         print("No --input_file: running the embedded demo (tiny ALBERT on the shipped public-domain corpus).")
-    for name in ("albert_config_file", "output_dir"):
-        if not cli.flag_value(name, defaults):
-            raise UsageError(f"--{name} is required")
-    config = AlbertConfig.from_json_file(cli.flag_value("albert_config_file", defaults))
-    output_dir = cli.flag_value("output_dir", defaults)
-    do_train = cli.flag_value("do_train", defaults)
-    export_dir = FLAGS.export_dir or (os.path.join(output_dir, "saved_model") if do_train else None)
+    config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    output_dir = FLAGS.output_dir
+    export_dir = FLAGS.export_dir or (os.path.join(output_dir, "saved_model") if FLAGS.do_train else None)
     start = time.time()
     input_file, eval_input_file = FLAGS.input_file, FLAGS.eval_input_file
     if demo:
         print("Building pretraining records from data/corpus ...")
-        input_file, eval_input_file = _build_demo_data(os.path.join(output_dir, "data"), defaults)
-    params = cli.params_from_flags(PretrainingParams, defaults=defaults, albert_config=config, input_file=input_file,
+        input_file, eval_input_file = _build_demo_data(os.path.join(output_dir, "data"))
+    params = cli.params_from_flags(PretrainingParams, albert_config=config, input_file=input_file,
                                    eval_input_file=eval_input_file, export_dir=export_dir)
     outcome = runner.run(PretrainingTask(), params)
 
@@ -100,7 +89,9 @@ def main(argv):
               f"pooled_output): {outcome['export_dir']}")
 
 
-run = cli.console_command(main, __doc__)
+# data/demos/pretraining.json; a WordPiece --vocab_file given for the demo replaces its SentencePiece model.
+run = cli.console_command(main, __doc__, cli.Demo("pretraining", when_missing="input_file",
+                                                  unless_given=(("spm_model_file", "vocab_file"),)))
 
 if __name__ == "__main__":
     run()

@@ -39,22 +39,15 @@ def main(argv):
     # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig
 
-    demo = not FLAGS.data_dir
-    defaults = cli.demo_preset("race") if demo else {}  # data/demos/race.json
-    if demo:
+    if cli.demo_running():
         print("No --data_dir: running the embedded demo (tiny ALBERT on the RACE sample in data/race).")
     if FLAGS.task_name.lower() != "race":
         raise cli.UsageError(f"Task not found: {FLAGS.task_name} (run_race.py runs race)")
-    for name in ("albert_config_file", "output_dir"):
-        if not cli.flag_value(name, defaults):
-            raise cli.UsageError(f"--{name} is required")
-    if not cli.flag_value("spm_model_file", defaults) and not FLAGS.vocab_file:
+    if not FLAGS.spm_model_file and not FLAGS.vocab_file:
         raise cli.UsageError("--spm_model_file is required (or --vocab_file for a WordPiece model)")
-    config = AlbertConfig.from_json_file(cli.flag_value("albert_config_file", defaults))
-    output_dir = cli.flag_value("output_dir", defaults)
-    export_dir = FLAGS.export_dir or (os.path.join(output_dir, "saved_model")
-                                      if cli.flag_value("do_train", defaults) else None)
-    params = cli.params_from_flags(RaceParams, defaults=defaults, albert_config=config,
+    config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    export_dir = FLAGS.export_dir or (os.path.join(FLAGS.output_dir, "saved_model") if FLAGS.do_train else None)
+    params = cli.params_from_flags(RaceParams, albert_config=config,
                                    init_checkpoint=cli.init_checkpoint(), export_dir=export_dir)
     start = time.time()
     outcome = run_race(params)
@@ -78,7 +71,7 @@ def main(argv):
               f" logits, prediction, answer): {outcome['export_dir']}")
 
 
-run = cli.console_command(main, __doc__)
+run = cli.console_command(main, __doc__, cli.Demo("race", when_missing="data_dir"))  # data/demos/race.json
 
 if __name__ == "__main__":
     run()

@@ -52,9 +52,6 @@ WORDPIECE_MESSAGE = (
 def _check_flags():
     if not FLAGS.spm_model_file:
         raise cli.UsageError(WORDPIECE_MESSAGE if FLAGS.vocab_file else "--spm_model_file is required")
-    for name in ("albert_config_file", "output_dir"):
-        if not FLAGS[name].value:
-            raise cli.UsageError(f"--{name} is required")
     if FLAGS.predict_feature_left_file:
         logging.info("--predict_feature_left_file is not needed: the windows' metadata is in the feature file")
 

@@ -36,6 +36,12 @@ from albert_tf.model.encoder import as_config
 from albert_tf.serving.classifier import export_classifier
 from albert_tf.settings import NON_NEGATIVE, POSITIVE, Range, setting
 from albert_tf.tasks.base import TaskBase
+from albert_tf.tasks.common_settings import (
+    albert_config_setting,
+    do_lower_case_setting,
+    init_checkpoint_setting,
+    output_dir_setting,
+)
 from albert_tf.text.preprocessor import AlbertTextPreprocessor
 from albert_tf.train import distribution, runner
 from albert_tf.train.ordered_prediction import predict_in_order
@@ -65,11 +71,9 @@ class ClassifierParams(RuntimeParams):
     `glue.CsvProcessor` for a user's files (the script builds it from its own-data flags).
     """
 
-    albert_config: AlbertConfig = setting(help_text="The albert_config.json of the model (its architecture).",
-                                          flag="albert_config_file", kind="string", flag_default=None,
-                                          role="input_file")
-    output_dir: str = setting(help_text="Where checkpoints, results and predictions are written.", flag_default=None,
-                              role="output_dir", writes=CLASSIFIER_WRITES, trains=False)
+    albert_config: AlbertConfig = albert_config_setting("The albert_config.json of the model (its architecture).")
+    output_dir: str = output_dir_setting("Where checkpoints, results and predictions are written.",
+                                         CLASSIFIER_WRITES)
     task_name: str = setting(None, task_table.task_name_help())
     data_dir: str = setting(None, "The input data dir: the GLUE folder holding the task's folder (e.g. SST-2/), or "
                                   "the task's folder itself. With --train_file etc., relative paths are looked up "
@@ -81,12 +85,11 @@ class ClassifierParams(RuntimeParams):
     cached_dir: str = setting(None, "Where the feature TFRecords are cached (default: --output_dir). Files are keyed "
                                     "by task, split, sequence length, data and tokenizer, so a stale cache is never "
                                     "reused.", role="output_dir", writes=("*.tf_record",), trains=False)
-    init_checkpoint: str = setting(None, "Initial weights: an original TF1, Hugging Face, keras-hub or albert_tf "
-                                         "checkpoint (usually a pretrained model).", role="input_checkpoint")
-    do_lower_case: bool = setting(True, "Lowercase the input text (True for the uncased English models).")
+    init_checkpoint: str = init_checkpoint_setting(" (usually a pretrained model).")
+    do_lower_case: bool = do_lower_case_setting()
     max_seq_length: int = setting(512, "The maximum total input sequence length after tokenization; longer "
                                        "sequences are truncated.", bounds=Range(3))
-    do_train: bool = setting(False, "Whether to run training.", trains=False)
+    do_train: bool = setting(False, "Whether to run training.", trains=False, required=("do_eval", "do_predict"))
     do_eval: bool = setting(False, "Whether to evaluate the checkpoints on the dev set.", trains=False)
     do_predict: bool = setting(False, "Whether to predict the test set.", trains=False)
     train_batch_size: int = setting(32, "Total (global) batch size for training.", bounds=POSITIVE)
@@ -181,8 +184,6 @@ class ClassificationTask(TaskBase):
     # -- checks and data ------------------------------------------------------------------------------------------
 
     def check(self, params, strategy):
-        if not (params.do_train or params.do_eval or params.do_predict):
-            raise UsageError("at least one of do_train, do_eval or do_predict must be True")
         self.processor = params.processor or glue.get_processor(params.task_name)
         self.tokenizer_ = self.tokenizer(params)
         self.static_shapes = isinstance(strategy, tf.distribute.TPUStrategy)

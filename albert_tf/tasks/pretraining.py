@@ -25,6 +25,7 @@ from albert_tf.model import AlbertForPretraining, dummy_inputs, set_heads_only
 from albert_tf.serving.encoder import export_encoder
 from albert_tf.settings import NON_NEGATIVE, POSITIVE, PROBABILITY, Range, setting
 from albert_tf.tasks.base import TaskBase, check_vocab_size
+from albert_tf.tasks.common_settings import albert_config_setting, init_checkpoint_setting, output_dir_setting
 from albert_tf.text.tokenization import FullTokenizer, TokenizerError
 from albert_tf.train import runner
 from albert_tf.train.runner import RUN_WRITES, RuntimeParams, Schedule
@@ -46,20 +47,16 @@ class PretrainingParams(RuntimeParams):
     """Everything a pretraining run needs; each `setting` is also `run_pretraining.py`'s flag of the same name and
     default (the original's, plus this project's), with its help text."""
 
-    albert_config: AlbertConfig = setting(help_text="The albert_config.json of the model to train.",
-                                          flag="albert_config_file", kind="string", flag_default=None,
-                                          role="input_file")
+    albert_config: AlbertConfig = albert_config_setting("The albert_config.json of the model to train.")
     input_file: str = setting(help_text="Input TFRecord files: comma-separated globs. Without it: the demo.",
                               flag_default=None, role="input_files")
-    output_dir: str = setting(help_text="Where checkpoints, summaries and eval_results.txt are written.",
-                              flag_default=None, role="output_dir", writes=RUN_WRITES, trains=False)
+    output_dir: str = output_dir_setting("Where checkpoints, summaries and eval_results.txt are written.", RUN_WRITES)
     eval_input_file: str = setting(None, "TFRecords to evaluate on (default: --input_file, as the original).",
                                    role="input_files", trains=False)
-    init_checkpoint: str = setting(None, "Initial weights: an original TF1, Hugging Face, keras-hub or albert_tf "
-                                         "checkpoint.", role="input_checkpoint")
+    init_checkpoint: str = init_checkpoint_setting()
     max_seq_length: int = setting(512, "Sequence length of the records.", bounds=Range(2))
     max_predictions_per_seq: int = setting(20, "Masked positions per sequence in the records.", bounds=POSITIVE)
-    do_train: bool = setting(True, "Whether to run training.", trains=False)
+    do_train: bool = setting(True, "Whether to run training.", trains=False, required=("do_eval",))
     do_eval: bool = setting(False, "Whether to run eval on the eval input.", trains=False)
     train_batch_size: int = setting(4096, "Global batch size for training.", bounds=POSITIVE)
     eval_batch_size: int = setting(64, "Global batch size for eval.", bounds=POSITIVE, trains=False)
@@ -103,8 +100,6 @@ class PretrainingTask(TaskBase):
     train_data_flag = "--input_file"
 
     def check(self, params, strategy):
-        if not (params.do_train or params.do_eval):
-            raise UsageError("At least one of --do_train or --do_eval must be True.")
         self.check_batch_sizes(params, strategy, ["train_batch_size"] if params.do_train else [])
         if params.do_eval:
             self.check_batch_sizes(params, strategy, ["eval_batch_size"])

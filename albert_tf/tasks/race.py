@@ -25,6 +25,12 @@ from albert_tf.model import AlbertForMultipleChoice
 from albert_tf.serving.race import export_race_model
 from albert_tf.settings import NON_NEGATIVE, POSITIVE, Range, setting
 from albert_tf.tasks.base import TaskBase
+from albert_tf.tasks.common_settings import (
+    albert_config_setting,
+    do_lower_case_setting,
+    init_checkpoint_setting,
+    output_dir_setting,
+)
 from albert_tf.train import runner
 from albert_tf.train.ordered_prediction import predict_in_order
 from albert_tf.train.runner import RUN_WRITES, RuntimeParams, Schedule
@@ -44,18 +50,14 @@ class RaceParams(RuntimeParams):
     """Everything a RACE run needs; each `setting` is also `run_race.py`'s flag of the same name and default (the
     original's), with its help text."""
 
-    albert_config: AlbertConfig = setting(help_text="The albert_config.json of the pre-trained model.",
-                                          flag="albert_config_file", kind="string", flag_default=None,
-                                          role="input_file")
+    albert_config: AlbertConfig = albert_config_setting("The albert_config.json of the pre-trained model.")
     data_dir: str = setting(help_text="Directory holding RACE/{train,dev,test}/{middle,high}/*.txt. Without it: the "
                                       "demo.", flag_default=None, role="input_dir")
-    output_dir: str = setting(help_text="Where checkpoints, results and predictions are written.", flag_default=None,
-                              role="output_dir", writes=RACE_WRITES, trains=False)
+    output_dir: str = output_dir_setting("Where checkpoints, results and predictions are written.", RACE_WRITES)
     spm_model_file: str = setting(None, "The SentencePiece model of the pre-trained model.", role="input_file")
     vocab_file: str = setting(None, "WordPiece vocabulary (models without a SentencePiece model).", role="input_file")
-    init_checkpoint: str = setting(None, "Initial weights: an original TF1, Hugging Face, keras-hub or albert_tf "
-                                         "checkpoint.", role="input_checkpoint")
-    do_lower_case: bool = setting(True, "Lowercase the input text (True for the uncased English models).")
+    init_checkpoint: str = init_checkpoint_setting()
+    do_lower_case: bool = do_lower_case_setting()
     dropout_prob: float = setting(0.1, "Dropout probability before the output layer.",
                                   bounds=Range(0, 1, high_open=True))
     max_seq_length: int = setting(512, "Tokens per (article, question + option) sequence, padded or truncated to "
@@ -64,7 +66,7 @@ class RaceParams(RuntimeParams):
     num_keep_checkpoint: int = setting(5, "Maximum number of checkpoints kept.", bounds=NON_NEGATIVE, trains=False)
     high_only: bool = setting(False, "Use only the high school questions.")
     middle_only: bool = setting(False, "Use only the middle school questions.")
-    do_train: bool = setting(True, "Whether to run training.", trains=False)
+    do_train: bool = setting(True, "Whether to run training.", trains=False, required=("do_eval", "do_predict"))
     do_eval: bool = setting(True, "Whether to evaluate on the dev set.", trains=False)
     do_predict: bool = setting(False, "Whether to predict on the test set.", trains=False)
     train_file: str = setting(None, "TFRecord cache of the training features (built if absent or stale; default "
@@ -118,8 +120,6 @@ class RaceTask(TaskBase):
         self.record_files = {}
 
     def check(self, params, strategy):
-        if not (params.do_train or params.do_eval or params.do_predict):
-            raise UsageError("At least one of --do_train, --do_eval or --do_predict must be True.")
         race.check_lengths(params.max_seq_length, params.max_qa_length)
         race.levels_to_read(params.high_only, params.middle_only)
         self.check_batch_sizes(params, strategy, ["train_batch_size", "eval_batch_size", "predict_batch_size"])

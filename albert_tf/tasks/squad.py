@@ -38,6 +38,7 @@ from albert_tf.model.squad import NEG_INF
 from albert_tf.serving.squad import export_squad_model
 from albert_tf.settings import NON_NEGATIVE, POSITIVE, PROBABILITY, Range, setting
 from albert_tf.tasks.base import TaskBase, check_vocab_size
+from albert_tf.tasks.common_settings import albert_config_setting, init_checkpoint_setting, output_dir_setting
 from albert_tf.text.tokenization import FullTokenizer
 from albert_tf.train import distribution, runner
 from albert_tf.train.ordered_prediction import predict_in_order
@@ -61,13 +62,11 @@ class SquadParams(RuntimeParams):
     """Everything a SQuAD run needs; each `setting` is also `run_squad.py`'s flag of the same name and default (the
     original's), with its help text."""
 
-    albert_config: AlbertConfig = setting(help_text="The albert_config.json of the pre-trained model.",
-                                          flag="albert_config_file", kind="string", flag_default=None,
-                                          role="input_file")
+    albert_config: AlbertConfig = albert_config_setting("The albert_config.json of the pre-trained model.")
     spm_model_file: str = setting(help_text="The SentencePiece model the model was trained with (30k-clean.model).",
                                   flag_default=None, role="input_file")
-    output_dir: str = setting(help_text="Where checkpoints, predictions and eval_results.txt are written.",
-                              flag_default=None, role="output_dir", writes=SQUAD_WRITES, trains=False)
+    output_dir: str = output_dir_setting("Where checkpoints, predictions and eval_results.txt are written.",
+                                         SQUAD_WRITES)
     version_2_with_negative: bool = setting(False, "SQuAD 2.0: questions may have no answer (the v2 head).")
     train_file: str = setting(None, "SQuAD JSON for training, e.g. train-v1.1.json (a .zip holding it works).",
                               role="input_file")
@@ -78,9 +77,7 @@ class SquadParams(RuntimeParams):
     predict_feature_file: str = setting(None, "Prediction feature cache (TFRecord), as --train_feature_file. "
                                               "Default: <output_dir>/predict.tf_record.",
                                         role="output_file", trains=False)
-    init_checkpoint: str = setting(None, "Initial weights: an original TF1, Hugging Face, keras-hub or albert_tf "
-                                         "checkpoint (pre-trained, or fine-tuned for --do_predict alone).",
-                                   role="input_checkpoint")
+    init_checkpoint: str = init_checkpoint_setting(" (pre-trained, or fine-tuned for --do_predict alone).")
     do_lower_case: bool = setting(True, "Lowercase the input (True for the released uncased models).")
     max_seq_length: int = setting(384, "Length of each window: [CLS] question [SEP] context [SEP] + padding.",
                                   bounds=Range(3))

@@ -34,7 +34,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import checkpoints, fileio
+from albert_tf import checkpoints, fileio, guard
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import RunError, UsageError
 from albert_tf.model import set_remat
@@ -369,6 +369,7 @@ def run(task, params):
     """Runs `task` as `params` asks (see the module docstring); returns the outcome dict: `output_dir`,
     `start_step`, `step`, and as applicable `train_seconds`, `train_examples_per_second`, `eval_results`,
     `best_step`, `eval_history`, `final_weights`, the task's prediction entries and `export_dir`."""
+    guard.check_params(params)  # what the script's guard checked of its flags, for params built in code
     config = params.albert_config
     config.check_sequence_length(getattr(params, "max_seq_length", None), "--max_seq_length")
     with runtime_scope(params):

@@ -299,6 +299,17 @@ def test_missing_path_names_the_path(tmp_path):
 
 
 # ------------------------------------------------------------ Hugging Face
+
+def _assert_loads_whole(model, cls, config, path, fmt):
+    """`path` (written from `model` in format `fmt`) loads into a fresh `cls` with nothing missing or unused, and
+    the fresh model has `model`'s weights and outputs."""
+    fresh = _built(cls, config, seed=1)
+    result = load_checkpoint(fresh, path)
+    assert result.format == fmt and not result.missing and not result.unused
+    _assert_same_weights(model, fresh)
+    _assert_same_outputs(model, fresh, _inputs(config))
+
+
 @pytest.mark.parametrize("cls", [AlbertForPretraining, AlbertModel])
 def test_huggingface_round_trip(cls, tmp_path):
     config = _config(num_hidden_layers=4, num_hidden_groups=2, inner_group_num=2, hidden_act="gelu_exact")
@@ -313,11 +324,7 @@ def test_huggingface_round_trip(cls, tmp_path):
     assert detect_format(directory) == "huggingface"
     assert detect_format(os.path.join(directory, "model.safetensors")) == "huggingface"
 
-    fresh = _built(cls, config, seed=1)
-    result = load_checkpoint(fresh, directory)
-    assert result.format == "huggingface" and not result.missing and not result.unused
-    _assert_same_weights(model, fresh)
-    _assert_same_outputs(model, fresh, _inputs(config))
+    _assert_loads_whole(model, cls, config, directory, "huggingface")
     # The bare safetensors file loads too.
     again = _built(cls, config, seed=2)
     load_checkpoint(again, os.path.join(directory, "model.safetensors"))
@@ -384,11 +391,7 @@ def test_native_round_trip_into_pretraining_and_encoder(tmp_path):
     prefix = str(tmp_path / "native")
     save_checkpoint(model, prefix, "native")
     assert detect_format(prefix) == "native"
-    fresh = _built(AlbertForPretraining, config, seed=1)
-    result = load_checkpoint(fresh, prefix)
-    assert result.format == "native" and not result.missing and not result.unused
-    _assert_same_weights(model, fresh)
-    _assert_same_outputs(model, fresh, _inputs(config))
+    _assert_loads_whole(model, AlbertForPretraining, config, prefix, "native")
 
     encoder = _built(AlbertModel, config, seed=2)
     result = load_checkpoint(encoder, prefix)

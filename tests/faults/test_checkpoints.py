@@ -40,6 +40,7 @@ from tests.helpers import (
     assert_one_line_error,
     leftovers,
     run_script,
+    sst2_classifier_params,
     subprocess_env,
     tiny_config,
     tree_snapshot,
@@ -374,24 +375,13 @@ def test_a_foreign_init_checkpoint_does_not_fit(tmp_path):
         runner.load_init_checkpoint(_model(), _init(path))
 
 
-def _classifier_params(output_dir, **overrides):
-    from albert_tf.tasks.classification import ClassifierParams  # pylint: disable=import-outside-toplevel
-
-    values = dict(albert_config=tiny_config(), output_dir=str(output_dir), task_name="sst-2", data_dir=SAMPLE_GLUE,
-                  spm_model_file=SPM, max_seq_length=32, train_batch_size=8, eval_batch_size=50,
-                  predict_batch_size=25, learning_rate=1e-3, train_step=2, save_checkpoints_steps=2,
-                  iterations_per_loop=2, log_every=0, do_train=True)
-    values.update(overrides)
-    return ClassifierParams(**values)
-
-
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
     """An --output_dir of a 2-step classifier run (ckpt-2, its state file and albert_config.json)."""
     from albert_tf.tasks.classification import run_classifier  # pylint: disable=import-outside-toplevel
 
     out = tmp_path_factory.mktemp("trained") / "run"
-    run_classifier(_classifier_params(out))
+    run_classifier(sst2_classifier_params(out))
     assert os.path.exists(out / "ckpt-2.index")
     return str(out)
 
@@ -405,7 +395,7 @@ def test_resuming_from_a_damaged_output_dir_names_the_file_and_changes_nothing(t
     named = TF_DAMAGE[damage][0](out)
     before = tree_snapshot(out)
     with pytest.raises(CorruptCheckpointError) as err:
-        run_classifier(_classifier_params(out, train_step=4))
+        run_classifier(sst2_classifier_params(out, train_step=4))
     message = str(err.value)
     assert named in message and "\n" not in message, message
     assert tree_snapshot(out) == before  # TF would have ignored an unparsable state file and overwritten it

@@ -263,13 +263,20 @@ def test_keras_file_save_and_load(grouped, tmp_path):
 
 
 # ------------------------------------------------------------------ dropout
-def test_dropout_only_when_training(grouped):
-    config, model, inputs, reference = grouped
-    v1 = AlbertConfig.from_dict({**config.to_dict(), "hidden_dropout_prob": 0.1,
-                                 "attention_probs_dropout_prob": 0.1})
-    dropout_model = AlbertForPretraining(v1)
+
+def _with_dropout(config, model, inputs):
+    """`model`'s weights in an `AlbertForPretraining` of `config` with dropout 0.1 (hidden and attention)."""
+    dropout_config = AlbertConfig.from_dict({**config.to_dict(), "hidden_dropout_prob": 0.1,
+                                             "attention_probs_dropout_prob": 0.1})
+    dropout_model = AlbertForPretraining(dropout_config)
     dropout_model(inputs)
     dropout_model.set_weights(model.get_weights())
+    return dropout_model
+
+
+def test_dropout_only_when_training(grouped):
+    config, model, inputs, reference = grouped
+    dropout_model = _with_dropout(config, model, inputs)
     first = _np(dropout_model(inputs, training=False))
     second = _np(dropout_model(inputs))  # training defaults to inference
     for key in ("sequence_output", "mlm_logits", "sop_logits"):
@@ -405,11 +412,7 @@ def test_mixed_precision(policy, grouped):
         scale = max(1.0, np.abs(expected[key]).max())
         assert np.abs(out[key] - expected[key]).max() <= tolerance * scale, key
     # With dropout configured (the attention then takes the explicit-softmax path).
-    v1 = AlbertConfig.from_dict({**config.to_dict(), "hidden_dropout_prob": 0.1,
-                                 "attention_probs_dropout_prob": 0.1})
-    dropout_model = AlbertForPretraining(v1)
-    dropout_model(inputs)
-    dropout_model.set_weights(model.get_weights())
+    dropout_model = _with_dropout(config, model, inputs)
     inference = _np(dropout_model(inputs, training=False))
     assert np.abs(inference["mlm_logits"] - out["mlm_logits"]).max() <= tolerance * np.abs(out["mlm_logits"]).max()
     assert all(np.isfinite(v).all() for v in _np(dropout_model(inputs, training=True)).values())

@@ -28,9 +28,8 @@ from albert_tf.tasks.pretraining import PretrainingParams, PretrainingTask, Trai
 from albert_tf.train import distribution
 from albert_tf.train.distribution import StrategyError
 from albert_tf.train.optimization import LAMB, create_optimizer
-from tests.helpers import assert_one_line_error, tree_snapshot
+from tests.helpers import REPO, assert_one_line_error, flag_args, tree_snapshot
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "run_pretraining.py")
 SEED = 12345  # PretrainingParams.random_seed and --random_seed default
 EVAL_KEYS = {"masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy", "sentence_order_loss"}
@@ -75,13 +74,7 @@ def _script_flags(config_file, records_fixture, output_dir, **overrides):
                   num_train_steps=4, num_warmup_steps=0, learning_rate=5e-3, save_checkpoints_steps=2,
                   keep_checkpoint_max=5, iterations_per_loop=1, max_eval_steps=1, log_every=1)
     values.update(overrides)
-    flags = []
-    for name, value in values.items():
-        if value is True:
-            flags.append(f"--{name}")
-        elif value is not None:
-            flags.append(f"--{name}={value}")
-    return flags
+    return flag_args(**values)
 
 
 def _env(**extra):

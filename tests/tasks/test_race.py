@@ -55,6 +55,18 @@ def _params(tiny_config, tmp_path, **overrides):
     return race_task.RaceParams(**values)
 
 
+
+def _served_without_albert_tf(script, tmp_path):
+    """Runs `script` (which writes outputs.npz) in a fresh Python with no albert_tf on its path, as TF Serving
+    would load the export, and returns what it wrote."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    run = subprocess.run([sys.executable, "-c", script], cwd=str(tmp_path), env=env, capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return np.load(tmp_path / "outputs.npz")
+
+
 def test_train_resume_evaluate_predict_export(tiny_config, tmp_path):
     from albert_tf.checkpoints import save_checkpoint
     from albert_tf.model import AlbertModel, dummy_inputs
@@ -122,12 +134,7 @@ def test_train_resume_evaluate_predict_export(tiny_config, tmp_path):
         np.savez({str(tmp_path / 'outputs.npz')!r}, probabilities=out["probabilities"].numpy(),
                  answer=np.array([a.decode() for a in out["answer"].numpy()]), prediction=out["prediction"].numpy())
     """)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    run = subprocess.run([sys.executable, "-c", script], cwd=str(tmp_path), env=env, capture_output=True,
-                         text=True, timeout=300, check=False)
-    assert run.returncode == 0, run.stderr[-3000:]
-    served = np.load(tmp_path / "outputs.npz")
+    served = _served_without_albert_tf(script, tmp_path)
     expected = np.array([predictions[e.question_id]["probabilities"] for e in chosen])
     np.testing.assert_allclose(served["probabilities"], expected, atol=2e-6)
     assert served["answer"].tolist() == [predictions[e.question_id]["answer"] for e in chosen]
@@ -181,12 +188,7 @@ def test_text_signature_matches_python_features(tiny_config, tmp_path):
                  text_prediction=text["prediction"].numpy(),
                  text_answer=np.array([a.decode() for a in text["answer"].numpy()]))
     """)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    run = subprocess.run([sys.executable, "-c", script], cwd=str(tmp_path), env=env, capture_output=True,
-                         text=True, timeout=300, check=False)
-    assert run.returncode == 0, run.stderr[-3000:]
-    served = np.load(tmp_path / "outputs.npz")
+    served = _served_without_albert_tf(script, tmp_path)
     assert served["text"].shape == (len(chosen), race.NUM_CHOICES)
     assert np.ptp(served["ids"], axis=-1).min() > 0.01, served["ids"]  # the comparison below can tell apart
     np.testing.assert_allclose(served["text"], served["ids"], atol=1e-5, rtol=0)

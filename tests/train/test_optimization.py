@@ -166,6 +166,13 @@ def _ours(cls, lr=0.01):
     return cls(learning_rate=lr, weight_decay_rate=DECAY, beta_1=BETA_1, beta_2=BETA_2, epsilon=EPS)
 
 
+def _keras(cls, lr):
+    """Keras' own optimizer `cls` with the same hyperparameters and the same variables kept out of decay."""
+    optimizer = cls(learning_rate=lr, weight_decay=DECAY, beta_1=BETA_1, beta_2=BETA_2, epsilon=EPS)
+    optimizer.exclude_from_weight_decay(var_names=list(EXCLUDE))
+    return optimizer
+
+
 @pytest.mark.parametrize("steps", [1, 2])
 def test_adam_weight_decay_matches_the_original_update_rule(steps):
     actual = _run(_ours(AdamWeightDecay), steps)
@@ -223,9 +230,7 @@ def test_differs_from_keras_adamw_by_bias_correction():
     w_keras - w_ours = lr * (1 - sqrt(1 - beta_2^t) / (1 - beta_1^t)) * m / (sqrt(v) + eps) at step t."""
     lr = 0.01
     ours_opt = _ours(AdamWeightDecay, lr)
-    keras_opt = keras.optimizers.AdamW(learning_rate=lr, weight_decay=DECAY, beta_1=BETA_1, beta_2=BETA_2,
-                                       epsilon=EPS)
-    keras_opt.exclude_from_weight_decay(var_names=list(EXCLUDE))
+    keras_opt = _keras(keras.optimizers.AdamW, lr)
     ours, theirs = _run(ours_opt, 1), _run(keras_opt, 1)
     # each matches its own rule ...
     _assert_weights(ours, _expected(_original_step, 1, lr, lamb=False))
@@ -246,9 +251,7 @@ def test_differs_from_keras_lamb_by_where_the_decay_goes():
     decay to the update whose norm forms the ratio, and exempts LayerNorm/bias from the ratio."""
     lr = 0.05
     ours_opt = _ours(LAMB, lr)
-    keras_opt = keras.optimizers.Lamb(learning_rate=lr, weight_decay=DECAY, beta_1=BETA_1, beta_2=BETA_2,
-                                      epsilon=EPS)
-    keras_opt.exclude_from_weight_decay(var_names=list(EXCLUDE))
+    keras_opt = _keras(keras.optimizers.Lamb, lr)
     ours, theirs = _run(ours_opt, 2), _run(keras_opt, 2)
     expected_ours = _expected(_original_step, 2, lr, lamb=True)
     expected_theirs = _expected(_keras_step, 2, lr, lamb=True)

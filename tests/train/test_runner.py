@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.errors import AlbertError, RunError
-from albert_tf.tasks.classification import ClassifierParams, run_classifier
+from albert_tf.tasks.classification import run_classifier
 from albert_tf.train.runner import resume_skip
 from tests.helpers import (
     REPO,
@@ -26,6 +26,7 @@ from tests.helpers import (
     checkpoint_weights,
     flag_args,
     log_tail,
+    sst2_classifier_params,
     subprocess_env,
     tiny_config,
     write_config,
@@ -146,15 +147,6 @@ def test_squad_on_two_replicas_killed_and_resumed_is_bit_identical(tmp_path):
 # ------------------------------------------------------------------------------------------------------------------
 # Output directories.
 
-def _params(output_dir, **overrides):
-    values = dict(albert_config=tiny_config(), output_dir=str(output_dir), task_name="sst-2", data_dir=SAMPLE_GLUE,
-                  spm_model_file=SPM, max_seq_length=32, train_batch_size=8, eval_batch_size=50,
-                  predict_batch_size=25, learning_rate=1e-3, train_step=2, save_checkpoints_steps=2,
-                  iterations_per_loop=2, log_every=0, do_train=True)
-    values.update(overrides)
-    return ClassifierParams(**values)
-
-
 def test_a_second_run_on_the_same_output_dir_is_refused_naming_the_holder(tmp_path):
     out = tmp_path / "run"
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
@@ -168,7 +160,7 @@ def test_a_second_run_on_the_same_output_dir_is_refused_naming_the_holder(tmp_pa
         assert holder.stdout.readline().strip() == "locked"
         start = time.time()
         with pytest.raises(RunError, match=rf"--output_dir {out} is in use by another run \(pid {holder.pid}"):
-            run_classifier(_params(out))
+            run_classifier(sst2_classifier_params(out))
         assert time.time() - start < 30  # refused at once, before any data or model work
     finally:
         holder.kill()
@@ -178,7 +170,7 @@ def test_a_second_run_on_the_same_output_dir_is_refused_naming_the_holder(tmp_pa
 def test_a_failed_run_leaves_nothing_that_blocks_the_corrected_rerun(tmp_path):
     out = tmp_path / "run"
     with pytest.raises(AlbertError, match="--init_checkpoint"):
-        run_classifier(_params(out, init_checkpoint=str(tmp_path / "missing.ckpt")))
+        run_classifier(sst2_classifier_params(out, init_checkpoint=str(tmp_path / "missing.ckpt")))
     assert not out.exists() or not os.listdir(out)
     empty_dev = tmp_path / "glue" / "SST-2"
     empty_dev.mkdir(parents=True)
@@ -186,19 +178,19 @@ def test_a_failed_run_leaves_nothing_that_blocks_the_corrected_rerun(tmp_path):
         (empty_dev / f"{split}.tsv").write_text(open(os.path.join(SAMPLE_GLUE, "SST-2", f"{split}.tsv")).read())
     (empty_dev / "dev.tsv").write_text("sentence\tlabel\n")
     with pytest.raises(AlbertError, match=r"dev.tsv: the dev split holds no example"):
-        run_classifier(_params(out, data_dir=str(tmp_path / "glue"), do_eval=True))
+        run_classifier(sst2_classifier_params(out, data_dir=str(tmp_path / "glue"), do_eval=True))
     assert not out.exists() or not os.listdir(out)
-    outcome = run_classifier(_params(out))  # the corrected run
+    outcome = run_classifier(sst2_classifier_params(out))  # the corrected run
     assert outcome["step"] == 2
 
 
 def test_checkpoints_without_their_config_are_refused_before_anything_is_written(tmp_path):
     out = tmp_path / "run"
-    run_classifier(_params(out))
+    run_classifier(sst2_classifier_params(out))
     os.remove(out / "albert_config.json")
     before = sorted(os.listdir(out))
     with pytest.raises(RunError, match="holds checkpoints but no albert_config.json"):
-        run_classifier(_params(out, train_step=4))
+        run_classifier(sst2_classifier_params(out, train_step=4))
     assert sorted(os.listdir(out)) == before
 
 
@@ -206,25 +198,25 @@ def test_versioned_exports_never_remove_what_the_run_did_not_write(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    first = run_classifier(_params(out, export_dir=str(out)))  # --export_dir=<output_dir> is harmless
+    first = run_classifier(sst2_classifier_params(out, export_dir=str(out)))  # --export_dir=<output_dir> is harmless
     assert first["export_dir"] == os.path.join(str(out), "2")
     assert os.path.exists(out / "2" / "saved_model.pb") and os.path.exists(out / "ckpt-2.index")
     stamp = os.stat(out / "2" / "saved_model.pb").st_mtime_ns
-    second = run_classifier(_params(out, export_dir=str(out), train_step=4))
+    second = run_classifier(sst2_classifier_params(out, export_dir=str(out), train_step=4))
     assert second["export_dir"] == os.path.join(str(out), "4")
     assert os.stat(out / "2" / "saved_model.pb").st_mtime_ns == stamp  # the older version is kept, untouched
     assert (out / "notes.txt").read_text() == "mine"
-    again = run_classifier(_params(out, export_dir=str(out), train_step=4))  # nothing to train: kept as it is
+    again = run_classifier(sst2_classifier_params(out, export_dir=str(out), train_step=4))  # nothing to train: kept as it is
     assert again["export_dir"] == os.path.join(str(out), "4")
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".albert_tf")]
 
 
 def test_stale_checkpoint_temporaries_are_removed_on_the_next_start(tmp_path):
     out = tmp_path / "run"
-    run_classifier(_params(out))
+    run_classifier(sst2_classifier_params(out))
     (out / "ckpt-4_temp").mkdir()
     (out / "ckpt-4_temp" / "part-00000-of-00001.data-00000-of-00001").write_text("half")
-    assert run_classifier(_params(out, train_step=4))["step"] == 4
+    assert run_classifier(sst2_classifier_params(out, train_step=4))["step"] == 4
     assert not (out / "ckpt-4_temp").exists() and (out / "ckpt-4.index").exists()
 
 
