@@ -49,7 +49,7 @@ from bench.support import common  # first: the environment every benchmark needs
 
 import keras
 import tensorflow as tf
-from absl import app, flags
+from absl import flags
 
 from albert_tf.config import AlbertConfig
 from albert_tf.data import masking, records

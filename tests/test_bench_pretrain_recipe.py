@@ -5,7 +5,6 @@ label subsets of the next step (fine-tuning on few labels)."""
 
 import json
 import math
-import os
 
 import pytest
 

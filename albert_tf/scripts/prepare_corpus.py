@@ -20,7 +20,7 @@ Examples:
 import dataclasses
 import os
 
-from absl import flags, logging
+from absl import logging
 
 from albert_tf import cli, fileio
 from albert_tf.data import corpus

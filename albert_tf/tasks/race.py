@@ -19,7 +19,7 @@ import tensorflow as tf
 from albert_tf import fileio, task_table
 from albert_tf.config import AlbertConfig
 from albert_tf.data import race
-from albert_tf.errors import DataError, UsageError
+from albert_tf.errors import DataError
 from albert_tf.evaluation import race as race_metrics
 from albert_tf.model import AlbertForMultipleChoice
 from albert_tf.serving.race import export_race_model
