@@ -46,10 +46,9 @@ Stages, each with the library's own code, all in `--work_dir` (state.json holds 
 6. `--results_json` (default bench/results/pretrain_recipe_search.json) after every candidate's rung: the command,
    the grid, the budget, every candidate's held-out curve (by tokens), its cost, and the rungs with who was
    pruned; and `--plot` (default bench/figures/pretrain_recipe_search.png).
-7. For the next step, fine-tuning the best recipe's model on few labels: every candidate's `files` in the results
-   (checkpoints, albert_config.json, tokenizer, sequence length), and `write_train_subset` (`labelled_subset`):
-   a GLUE data folder whose train file holds a seeded, class-stratified sample of n labels (nested for growing n
-   of one seed) and whose dev file is the whole dev set, for `run_classifier --data_dir`.
+7. For the next step, fine-tuning the best recipe's model on few labels (`bench_pretrain_finetune --train_sizes
+   --recipe_work_dir`, with bench/support/label_subsets.py): every candidate's `files` in the results
+   (checkpoints, albert_config.json, tokenizer, sequence length).
 
 The grid (`grid()`): LAMB at peak rates 2.5e-3, 5e-3, 1e-2, 2e-2 and AdamW at 2.5e-4, 5e-4, 1e-3, 2e-3, each
 warming up over 2.5 % of the last rung (ALBERT's 3,125 of 125,000 steps) on today's data (30k vocabulary,
@@ -589,61 +588,6 @@ def plot(candidates, reference, path):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
-
-
-# -- for part 2 of the issue: the same model fine-tuned on few labels ----------------------------------------------
-
-def labelled_subset(labels, n, seed):
-    """Indices (ascending) of a seeded sample of `n` of the examples whose labels are `labels`, stratified: each
-    label gets its share of `n` (largest remainders), so a small subset keeps the task's class balance. Each
-    label's examples are shuffled once per seed and taken from the front, so for one seed the subsets of growing
-    `n` are nested (250 within 1,000 within 4,000) and differ only by the labels added. `n` None or >= the
-    number of examples: all of them."""
-    import random
-
-    if n is None or n >= len(labels):
-        return list(range(len(labels)))
-    by_label = {}
-    for i, label in enumerate(labels):
-        by_label.setdefault(label, []).append(i)
-    names = sorted(by_label, key=str)
-    exact = {k: n * len(by_label[k]) / len(labels) for k in names}
-    quota = {k: int(exact[k]) for k in names}
-    for k in sorted(names, key=lambda k: (quota[k] - exact[k], str(k)))[:n - sum(quota.values())]:
-        quota[k] += 1
-    chosen = []
-    for k in names:
-        order = list(by_label[k])
-        random.Random(f"{seed}-{k}").shuffle(order)
-        chosen += order[:quota[k]]
-    return sorted(chosen)
-
-
-def write_train_subset(glue_dir, task, n, seed, out_dir):
-    """Writes a GLUE data folder for `task` whose train file holds `labelled_subset(..., n, seed)` of the task's
-    training examples (the original lines, in file order, under the header) and whose other splits link to the
-    originals, so `run_classifier --data_dir=out_dir` fine-tunes on those labels only and evaluates on the whole
-    dev set. Returns the number of training examples written."""
-    from albert_tf.data import glue
-
-    processor = glue.get_processor(task)
-    source = os.path.join(glue_dir, processor.task.directory)
-    train_name = processor.task.files[0]
-    examples = processor.get_train_examples(source)
-    keep = labelled_subset([e.label for e in examples], n, seed)
-    with open(os.path.join(source, train_name), encoding="utf-8", newline="") as f:
-        lines = f.read().split("\n")
-    header = [lines[0]] if processor.task.layouts["train"].header else []
-    target = os.path.join(out_dir, processor.task.directory)
-    os.makedirs(target, exist_ok=True)
-    with open(os.path.join(target, train_name + ".tmp"), "w", encoding="utf-8", newline="") as f:
-        f.write("\n".join(header + [lines[examples[i].line - 1] for i in keep]) + "\n")
-    os.replace(os.path.join(target, train_name + ".tmp"), os.path.join(target, train_name))
-    for name in os.listdir(source):
-        link = os.path.join(target, name)
-        if name != train_name and not os.path.lexists(link):
-            os.symlink(os.path.abspath(os.path.join(source, name)), link)
-    return len(keep)
 
 
 # -- the search ----------------------------------------------------------------------------------------------------

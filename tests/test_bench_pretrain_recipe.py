@@ -1,7 +1,7 @@
 """The logic of `python -m bench.bench_pretrain_recipe` that decides what a multi-day search runs: the grid, the budget in
 tokens, successive halving's cut, resuming from the state file (a finished rung is never redone, a changed search
-is refused), the learning-rate schedule planned over the whole search whatever step a rung stops at, and the
-label subsets of the next step (fine-tuning on few labels)."""
+is refused) and the learning-rate schedule planned over the whole search whatever step a rung stops at. The label
+subsets of the next step are bench/support/label_subsets.py's (tests/test_bench_pretrain_finetune.py)."""
 
 import json
 import math
@@ -102,39 +102,3 @@ def test_a_rung_stops_early_on_the_schedule_of_the_whole_search():
     rate = float(schedule(10))  # the rung's last step: 90 % of the way from the peak, not 0
     assert math.isclose(rate, 1e-2 * 0.9, rel_tol=1e-5)
     assert math.isclose(float(original("lamb", 1e-2, 10, 5)._learning_rate(10)), 0.0, abs_tol=1e-9)
-
-
-def test_label_subsets_are_seeded_stratified_and_nested():
-    labels = ["1"] * 70 + ["0"] * 30
-    small, large = recipe.labelled_subset(labels, 10, seed=1), recipe.labelled_subset(labels, 40, seed=1)
-    assert len(small) == 10 and sorted([labels[i] for i in small]).count("1") == 7
-    assert len(large) == 40 and [labels[i] for i in large].count("0") == 12
-    assert set(small) <= set(large)
-    assert recipe.labelled_subset(labels, 10, seed=1) == small
-    assert recipe.labelled_subset(labels, 10, seed=2) != small
-    assert recipe.labelled_subset(labels, None, seed=1) == list(range(100))
-    assert len(recipe.labelled_subset(["a", "b", "c"], 2, seed=3)) == 2  # remainders: still exactly n
-
-
-def _write(path, text):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-
-
-def test_a_train_subset_folder_holds_the_chosen_examples_and_the_whole_dev_set(tmp_path):
-    from albert_tf.data import glue
-
-    rows = [f"{i % 2}\t{i}\t{100 + i}\tSentence {i} says so.\tSo says sentence {i}." for i in range(20)]
-    _write(tmp_path / "glue" / "MRPC" / "train.tsv",
-           "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n" + "\n".join(rows) + "\n")
-    _write(tmp_path / "glue" / "MRPC" / "dev.tsv", "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
-           "1\t7\t8\tA dev pair.\tThe dev pair.\n")
-    out = tmp_path / "subset"
-    assert recipe.write_train_subset(str(tmp_path / "glue"), "mrpc", 6, 5, str(out)) == 6
-    processor = glue.get_processor("mrpc")
-    full = processor.get_train_examples(str(tmp_path / "glue" / "MRPC"))
-    chosen = [full[i] for i in recipe.labelled_subset([e.label for e in full], 6, 5)]
-    got = processor.get_train_examples(str(out / "MRPC"))
-    assert [(e.text_a, e.text_b, e.label) for e in got] == [(e.text_a, e.text_b, e.label) for e in chosen]
-    assert sorted(e.label for e in got) == ["0", "0", "0", "1", "1", "1"]
-    assert [e.text_a for e in processor.get_dev_examples(str(out / "MRPC"))] == ["A dev pair."]
