@@ -50,6 +50,7 @@ def _requirement_names(path):
     return names
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["apache_beam", "torch", "transformers", "scipy.stats", "pysbd"])
 def test_every_optional_dependency_imports(module):
     """Each in a fresh interpreter, as a user's first import would be (Beam needs dateutil, cryptography, ...)."""

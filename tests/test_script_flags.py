@@ -59,6 +59,7 @@ def test_create_pretraining_data_flags():
     _assert_inert_flags_say_so("create_pretraining_data.py", ours)
 
 
+@pytest.mark.slow
 def test_run_pretraining_flags():
     ours = _assert_has_the_originals_flags("run_pretraining.py", "run_pretraining.py")
     assert ours["do_train"].default is True  # as the original: --input_file alone trains
@@ -66,12 +67,14 @@ def test_run_pretraining_flags():
     _assert_inert_flags_say_so("run_pretraining.py", ours)
 
 
+@pytest.mark.slow
 def test_run_classifier_flags():
     ours = _assert_has_the_originals_flags("run_classifier.py", "run_classifier.py")
     assert math.isnan(ours["threshold_to_export"].default)
     _assert_inert_flags_say_so("run_classifier.py", ours)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("original_script", ["run_squad_v1.py", "run_squad_v2.py"])
 def test_run_squad_flags(original_script):
     """One script for both of the original's SQuAD scripts: it has the union of their flags (their shared
@@ -80,12 +83,14 @@ def test_run_squad_flags(original_script):
     _assert_inert_flags_say_so("run_squad.py", ours)
 
 
+@pytest.mark.slow
 def test_run_race_flags():
     ours = _assert_has_the_originals_flags("run_race.py", "run_race.py")
     assert ours["do_train"].default is True and ours["do_eval"].default is True
     _assert_inert_flags_say_so("run_race.py", ours)
 
 
+@pytest.mark.slow
 def test_a_wrong_default_or_a_missing_flag_would_be_found():
     """The comparison itself: NaN only equals NaN, 0 is not 0.0, True is not 1, and an absent flag is named."""
     assert _same_default(float("nan"), float("nan")) and not _same_default(None, float("nan"))
@@ -98,6 +103,7 @@ def test_a_wrong_default_or_a_missing_flag_would_be_found():
         del ORIGINAL_FLAGS["_probe.py"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script, preset", [("run_pretraining.py", "pretraining"), ("run_race.py", "race")])
 def test_demo_presets_set_flags_of_their_script(script, preset):
     """An embedded demo's settings (data/demos/<preset>.json) name flags of its script, with values of the

@@ -98,6 +98,7 @@ def _differences(flags, settings, by_hand):
     return problems
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(SCRIPT_PARAMS))
 def test_a_scripts_flags_are_its_params_settings(script):
     flags, settings = _flags_and_settings(script)

@@ -109,6 +109,7 @@ def test_one_entry_adds_a_task(monkeypatch, tmp_path):
         glue.get_processor("toys")
 
 
+@pytest.mark.slow
 def test_run_classifier_flags_read_the_table():
     """The script's `--task_name` and `--best_metric` help, with the table as it is and with a new entry."""
     code = ("from albert_tf import task_table\nimport json\n" + TOY_SOURCE + "\n"
@@ -123,6 +124,7 @@ def test_run_classifier_flags_read_the_table():
         assert ("toy" in task_name, "toy" in best_metric) == (variant == "toy",) * 2
 
 
+@pytest.mark.slow
 def test_an_unknown_task_is_one_line_naming_the_flag(tmp_path):
     result = run_script("run_classifier.py", ["--task_name=sst2", f"--data_dir={SAMPLE_GLUE}",
                                               f"--output_dir={tmp_path / 'out'}", f"--spm_model_file={SPM}",

@@ -127,6 +127,7 @@ def _expected_tf1_names(config, heads=True):
 
 
 # ------------------------------------------------------------ original TF1
+@pytest.mark.slow
 @pytest.mark.parametrize("groups,inner", [(1, 1), (2, 2)])
 def test_original_round_trip_and_names(groups, inner, tmp_path):
     config = _config(num_hidden_layers=4, num_hidden_groups=groups, inner_group_num=inner)
@@ -310,6 +311,7 @@ def _assert_loads_whole(model, cls, config, path, fmt):
     _assert_same_outputs(model, fresh, _inputs(config))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [AlbertForPretraining, AlbertModel])
 def test_huggingface_round_trip(cls, tmp_path):
     config = _config(num_hidden_layers=4, num_hidden_groups=2, inner_group_num=2, hidden_act="gelu_exact")

@@ -120,6 +120,7 @@ def encoder_folder(tmp_path_factory):
     return model, output
 
 
+@pytest.mark.slow
 def test_encoder_opens_as_auto_model(encoder_folder):
     model, output = encoder_folder
     assert written_entries(output) == sorted(huggingface.MODEL_FILES + huggingface_tokenizer.SPM_FILES)
@@ -310,6 +311,7 @@ def _classifier_params(tmp_path, **overrides):
     return ClassifierParams(**values)
 
 
+@pytest.mark.slow
 def test_run_classifier_exports_the_trained_model(tmp_path):
     params = _classifier_params(tmp_path)
     outcome = run_classifier(params)
@@ -331,6 +333,7 @@ def test_run_classifier_exports_the_trained_model(tmp_path):
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_only_the_chief_exports(tmp_path, monkeypatch):
     # A worker other than the chief of a multi-worker run trains along but writes no Hugging Face folder.
     asked = []
@@ -350,6 +353,7 @@ def test_export_dir_of_other_files_is_refused_before_training(tmp_path):
     assert os.listdir(tmp_path / "hf") == ["notes.txt"]
 
 
+@pytest.mark.slow
 def test_run_squad_exports_the_trained_v1_model(tmp_path):
     with open(SQUAD_V1, encoding="utf-8") as f:
         data = json.load(f)
@@ -380,6 +384,7 @@ def test_run_squad_exports_the_trained_v1_model(tmp_path):
     assert not (tmp_path / "v2").exists() or not os.listdir(tmp_path / "v2")
 
 
+@pytest.mark.slow
 def test_run_squad_script_exports_a_fine_tuned_checkpoint(tmp_path):
     """The flag through the script: a SQuAD v1.1 checkpoint fine-tuned elsewhere (--init_checkpoint), exported
     with nothing else asked for."""
@@ -415,6 +420,7 @@ def test_a_failed_write_leaves_no_folder(tmp_path, monkeypatch):
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_existing_output_needs_overwrite_and_is_replaced_whole(encoder_folder, tmp_path):
     config = tiny_config()
     prefix = _release_folder(str(tmp_path / "albert"), _built(AlbertModel(config)), config)
@@ -442,6 +448,7 @@ def _assert_no_output(tmp_path):
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_not_an_albert_folder_is_one_line(tmp_path):
     folder = tmp_path / "bert"
     folder.mkdir()
@@ -453,6 +460,7 @@ def test_not_an_albert_folder_is_one_line(tmp_path):
     _assert_no_output(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_missing_tokenizer_file_is_one_line(tmp_path):
     config = tiny_config()
     prefix = _release_folder(str(tmp_path / "albert"), _built(AlbertModel(config)), config, spm=False)
@@ -463,6 +471,7 @@ def test_a_missing_tokenizer_file_is_one_line(tmp_path):
         _assert_no_output(tmp_path)
 
 
+@pytest.mark.slow
 def test_another_model_s_tokenizer_is_one_line(tmp_path):
     config = tiny_config(vocab_size=1000)
     prefix = _release_folder(str(tmp_path / "albert"), _built(AlbertModel(config)), config)
@@ -471,6 +480,7 @@ def test_another_model_s_tokenizer_is_one_line(tmp_path):
     _assert_no_output(tmp_path)
 
 
+@pytest.mark.slow
 def test_label_names_that_do_not_match_the_head_are_one_line(tmp_path):
     _, prefix = _classifier_run(tmp_path / "run")
     result = _convert(f"--input_checkpoint={prefix}", "--num_labels=2", f"--output_path={tmp_path / 'out'}")

@@ -67,6 +67,7 @@ def converted(tmp_path_factory):
     return model, config, output
 
 
+@pytest.mark.slow
 def test_backbone_from_preset_computes_what_the_model_computes(converted):
     model, config, output = converted
     assert written_entries(output) == sorted(
@@ -125,6 +126,7 @@ def test_tokenizer_keeps_digit_comma_pieces_whole(converted):
         assert [int(i) for i in np.asarray(theirs(preprocess_text(text, lower=True)))] == expected, text
 
 
+@pytest.mark.slow
 def test_fine_tuned_classifier_opens_as_albert_text_classifier(tmp_path):
     """run_classifier's output folder (native checkpoint, task.json with the labels) -> AlbertTextClassifier
     whose logits are the classifier's, on token ids and on text through keras-hub's preprocessor."""
@@ -160,6 +162,7 @@ def test_fine_tuned_classifier_opens_as_albert_text_classifier(tmp_path):
     np.testing.assert_allclose(task.predict(texts, verbose=0), ours, atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
 def test_keras_hub_preset_round_trips_with_identical_arrays(tmp_path):
     """A preset keras-hub wrote -> load_checkpoint into this project -> preset again: every array the same. Reading
     and writing share one name table, so the model loaded is also checked on its own against keras-hub's backbone:
@@ -263,6 +266,7 @@ def _assert_no_output(tmp_path):
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_not_an_albert_folder_is_one_line(tmp_path):
     folder = tmp_path / "bert"
     folder.mkdir()
@@ -273,6 +277,7 @@ def test_not_an_albert_folder_is_one_line(tmp_path):
     _assert_no_output(tmp_path)
 
 
+@pytest.mark.slow
 def test_missing_tokenizer_is_one_line(release, tmp_path):
     result = _convert(f"--input_checkpoint={release}", "--output_format=keras_hub", f"--output_path={tmp_path / 'out'}")
     assert_one_line_error(result, "--spm_model_file", "SentencePiece", status=1)
@@ -284,6 +289,7 @@ def test_missing_tokenizer_is_one_line(release, tmp_path):
     _assert_no_output(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_wordpiece_vocabulary_is_refused_for_keras_hub(release, tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n")
@@ -293,6 +299,7 @@ def test_a_wordpiece_vocabulary_is_refused_for_keras_hub(release, tmp_path):
     _assert_no_output(tmp_path)
 
 
+@pytest.mark.slow
 def test_labels_that_do_not_match_num_labels_are_one_line(release, tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(release, run_dir)

@@ -42,6 +42,7 @@ def fine_tuned(tmp_path_factory):
     return run, batch, logits
 
 
+@pytest.mark.slow
 def test_the_run_s_files_are_found_from_its_folder_checkpoints_and_best_checkpoint(fine_tuned, tmp_path):
     run = fine_tuned[0]
     step = json.loads((run / best_checkpoint.BEST_JSON).read_text())["step"]
@@ -133,6 +134,7 @@ def test_best_checkpoint_to_checkpoint_formats_keeps_the_head(fine_tuned, tmp_pa
         assert tf.train.load_checkpoint(prefix).get_variable_to_shape_map()["output_weights"] == [2, 32]
 
 
+@pytest.mark.slow
 def test_a_head_without_its_labels_is_refused_or_written_with_num_labels(fine_tuned, tmp_path):
     """best_checkpoint/ moved away from its run: no task.json says the labels, so the output would lack the
     head; refused in one line (exit status 2) naming --num_labels, nothing written; --num_labels writes it."""

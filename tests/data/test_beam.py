@@ -98,6 +98,7 @@ def _switches(records, origin):
     return sum(a != b for a, b in zip(labels, labels[1:]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("segments", [True, False], ids=["through-segment-files", "through-the-runner"])
 def test_in_process_runner_same_records_as_local_tool_in_beam_named_files(tmp_path, reference, monkeypatch, segments):
     from apache_beam.runners.portability import prism_runner  # pylint: disable=import-outside-toplevel
@@ -125,6 +126,7 @@ def test_in_process_runner_same_records_as_local_tool_in_beam_named_files(tmp_pa
     assert sum(_switches(recs, origin) for recs in per_file) <= 3 * num_shards
 
 
+@pytest.mark.slow
 def test_multi_process_runner_same_records_and_global_shuffle_fixed_by_the_seed(tmp_path, reference):
     local, origin, num_shards = reference
     prefix = tmp_path / "pretraining"
@@ -163,6 +165,7 @@ RUNNER_MODES = {"in-process-segment-files": (["--direct_running_mode=in_memory"]
                 "two-worker-processes": (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", list(RUNNER_MODES))
 def test_global_shuffle_writes_a_files_buckets_in_bucket_order(tmp_path, reference, monkeypatch, mode):
     """A small bucket size gives each output file several buckets: a file is its buckets one after the other in
@@ -195,6 +198,7 @@ def test_batches_of_a_few_records_give_the_files_of_one_batch(tmp_path, referenc
         assert [collections.Counter(_read([path])) for path in paths] == _expected_files(3, 0)
 
 
+@pytest.mark.slow
 def test_script_runs_the_pipeline_with_beam_options(tmp_path, reference):
     local, _, _ = reference
     out = tmp_path / "dir"
@@ -216,6 +220,7 @@ def test_script_runs_the_pipeline_with_beam_options(tmp_path, reference):
     assert {n: (out / n).read_bytes() for n in sorted(os.listdir(out))} == before
 
 
+@pytest.mark.slow
 def test_script_errors_in_one_line_and_leaves_nothing(tmp_path):
     binary = tmp_path / "bin.txt"
     binary.write_bytes(b"some text\n\x00\x01\x02 binary\n")

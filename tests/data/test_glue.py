@@ -275,6 +275,7 @@ def test_eval_batches_cover_every_example_once(sst2_records):
     assert list(last["is_real_example"].numpy()[4:]) == [0] * 12
 
 
+@pytest.mark.slow
 def test_predictions_identical_with_and_without_dynamic_padding(sst2_records, tiny_config, tmp_path):
     """A classifier trained until its logits depend on the text (so reading the padding would show) predicts the
     same with batches padded to their longest example, to max_seq_length (the TPU layout) and one unpadded example

@@ -186,6 +186,7 @@ def test_original_ids_are_those_of_the_same_records_made_without_masks(sample_re
     np.testing.assert_array_equal(masked["token_boundary"], plain["token_boundary"])
 
 
+@pytest.mark.slow
 def test_statistics_match_offline_masking(sample_records, tokenizer):
     """Online masks of the records, PASSES per record, against create_pretraining_data's own masking run PASSES
     times on the same instances and against the one mask stored in each record: masked counts, masked-run lengths
@@ -393,6 +394,7 @@ def _identify(paths):
     return where
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("two_files", [True, False])
 def test_sharded_pipelines_key_records_by_their_global_index(sample_records, tokenizer, tmp_path, two_files):
     """Two input pipelines (each its own file, or every other record of one file): every record comes with the

@@ -324,6 +324,7 @@ def test_gold_answers_map_back_exactly_on_the_shipped_sample(tokenizer):
     _check_dataset(dataset, SAMPLE_V1, tokenizer)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(SHARED_V1), reason="the full SQuAD v1.1 dev set is not beside the checkout")
 def test_gold_answers_map_back_exactly_on_the_full_v1_dev_set(tokenizer):
     with zipfile.ZipFile(SHARED_V1) as archive:

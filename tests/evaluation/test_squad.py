@@ -147,6 +147,7 @@ def test_gold_answers_score_100_on_the_shipped_samples():
     assert (result["HasAns_total"], result["NoAns_total"]) == (8, 6)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(SHARED_V1), reason="../shared/data/squad/dev-v1.1.json.zip is not present")
 def test_gold_answers_score_100_on_the_full_v1_dev_set():
     with zipfile.ZipFile(SHARED_V1) as archive:

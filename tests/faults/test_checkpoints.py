@@ -190,6 +190,7 @@ def _assert_corrupt(path, named, says, model=None):
 # ------------------------------------------------------------------------------------------------------------------
 # load_checkpoint / detect_format, every damage to a TF checkpoint.
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["original", "native"])
 @pytest.mark.parametrize("damage", sorted(TF_DAMAGE))
 def test_a_damaged_tf_checkpoint_is_corrupt_naming_the_file(pristine, fmt, damage, tmp_path):
@@ -386,6 +387,7 @@ def trained_run(tmp_path_factory):
     return str(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["unparsable_state", "truncated_data", "flipped_data", "garbage_index"])
 def test_resuming_from_a_damaged_output_dir_names_the_file_and_changes_nothing(trained_run, damage, tmp_path):
     from albert_tf.tasks.classification import run_classifier  # pylint: disable=import-outside-toplevel

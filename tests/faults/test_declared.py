@@ -171,6 +171,7 @@ def test_declared_bounds_are_enforced(script, tmp_path):
         _check(script, " ".join(argv), result, 2, [f"--{name}=", "must be"], {}, tmp_path / "nothing")
 
 
+@pytest.mark.slow
 def test_every_script_declares_its_files():
     """Each script's file flags carry a role (so the sweeps above reach them): no flag named like a file or folder
     is left undeclared."""

@@ -82,6 +82,7 @@ def word_export(tmp_path_factory):
     return directory
 
 
+@pytest.mark.slow
 def test_predict_names_a_line_that_is_not_utf8(word_export, tmp_path):
     path = tmp_path / "lines.txt"
     path.write_bytes(b"one\ntwo words\n\nfour\ncaf\xe9\nsix\n")
@@ -97,6 +98,7 @@ def test_predict_names_a_line_that_is_not_utf8(word_export, tmp_path):
     assert_one_line_error(result, f"{request}:2:", "UTF-8", status=1)
 
 
+@pytest.mark.slow
 def test_predict_names_a_line_too_long_for_the_model(word_export, tmp_path):
     path = tmp_path / "lines.txt"
     lines = ["short one", "two", "", "a b c d e f g h i j k l", "fine again"]  # line 4: 12 words > MAX_WORDS

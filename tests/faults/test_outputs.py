@@ -54,6 +54,7 @@ def test_overwrite_refuses_a_folder_that_is_not_an_export(tmp_path):
     assert tree_snapshot(data) == before and leftovers(data) == []
 
 
+@pytest.mark.slow
 def test_overwrite_replaces_an_earlier_export_on_a_mount_point(tmp_path):
     """An export into an empty volume, then replaced there with --overwrite (the volume cannot be renamed); a
     file added by the user makes the folder no longer an export."""

@@ -23,6 +23,7 @@ def classifier_args(config_file, output_dir, *extra):
             "--train_batch_size=4", "--train_step=2", "--save_checkpoints_steps=2", "--log_every=0", *extra]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag", ["--train_batch_size=0", "--save_checkpoints_steps=0", "--iterations_per_loop=0"])
 def test_a_schedule_no_run_can_follow_is_refused(config_file, tmp_path, flag):
     out = tmp_path / "out"
@@ -31,6 +32,7 @@ def test_a_schedule_no_run_can_follow_is_refused(config_file, tmp_path, flag):
     assert not os.path.exists(out)
 
 
+@pytest.mark.slow
 def test_a_vocabulary_larger_than_the_config_is_refused_before_training(tmp_path):
     config_file = write_config(tiny_config(vocab_size=1000), tmp_path / "small_vocab.json")
     out = tmp_path / "out"
@@ -39,6 +41,7 @@ def test_a_vocabulary_larger_than_the_config_is_refused_before_training(tmp_path
     assert not os.path.exists(out)  # no albert_config.json left to block the corrected rerun
 
 
+@pytest.mark.slow
 def test_an_output_dir_that_is_a_file(config_file, tmp_path):
     out = tmp_path / "out"
     out.write_text("my notes")
@@ -47,6 +50,7 @@ def test_an_output_dir_that_is_a_file(config_file, tmp_path):
     assert out.read_text() == "my notes" and leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_an_empty_eval_input_file_is_refused_before_training(pretraining_records, config_file, tmp_path):
     records, seq, predictions = pretraining_records
     empty = tmp_path / "empty.tfrecord"
@@ -61,6 +65,7 @@ def test_an_empty_eval_input_file_is_refused_before_training(pretraining_records
     assert not os.path.exists(out)
 
 
+@pytest.mark.slow
 def test_a_full_disk_keeps_the_last_good_checkpoint(config_file, tmp_path):
     """The output directory is a disk of its own (a mount point) where the first checkpoint fits and the second
     does not: one line naming the output directory, the first checkpoint intact and readable, no `ckpt-N_temp`

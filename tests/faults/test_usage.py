@@ -36,6 +36,7 @@ def _convert(*args):
                           capture_output=True, text=True, timeout=600, check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script,args,names", BAD_FLAGS, ids=[f"{s}:{a[0]}" for s, a, _ in BAD_FLAGS])
 def test_a_bad_flag_is_one_line_with_status_2(script, args, names):
     result = run_script(script, args)
@@ -59,6 +60,7 @@ def test_convert_output_format_and_unknown_flags(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_convert_missing_input_is_status_1_as_in_the_training_scripts(tmp_path):
     """A missing checkpoint or config file is bad input (status 1), not a usage error."""
     missing = tmp_path / "missing_ckpt"
@@ -74,6 +76,7 @@ def test_convert_missing_input_is_status_1_as_in_the_training_scripts(tmp_path):
     assert_one_line_error(result, "--input_checkpoint", status=2)
 
 
+@pytest.mark.slow
 def test_a_missing_hub_module_directory_is_status_1(tmp_path):
     """`--albert_hub_module_handle` names an input like `--init_checkpoint`: missing, it is bad input (status 1)."""
     missing = tmp_path / "missing_module"
@@ -130,6 +133,7 @@ def test_console_command_help_lists_its_flags():
     assert any(line.rstrip().endswith("\\") for line in usage.splitlines())
 
 
+@pytest.mark.slow
 def test_convert_help_lists_its_flags():
     result = _convert("--help")
     assert result.returncode == 1, log_tail(result)

@@ -63,12 +63,14 @@ def built(request):
     return kind, model, inputs, model(inputs, training=False)
 
 
+@pytest.mark.slow
 def test_call_is_deterministic_and_traceable(built):
     kind, model, inputs, outputs = built
     _assert_same(model(inputs, training=False), outputs)
     _assert_same(tf.function(lambda x: model(x, training=False))(inputs), outputs, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_get_config_round_trip(built):
     kind, model, inputs, outputs = built
     clone = type(model).from_config(model.get_config())
@@ -86,6 +88,7 @@ def test_keras_file_round_trip(built, tmp_path):
     _assert_same(loaded(inputs, training=False), outputs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["original", "native"])
 def test_checkpoint_round_trip(built, tmp_path, fmt):
     kind, model, inputs, outputs = built

@@ -56,6 +56,7 @@ def test_encoder_computes_flops_per_token():
     assert graph_matmul_flops(tf.function(lambda: encoder(features, training=False))) == encoder_flops(1, SEQ)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("heads_only", [False, True])
 def test_pretraining_model_computes_the_encoder_and_heads_only(heads_only):
     h, e, i = CONFIG.hidden_size, CONFIG.embedding_size, CONFIG.intermediate_size

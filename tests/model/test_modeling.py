@@ -304,6 +304,7 @@ def test_attention_dropout_rate_is_separate():
 
 
 # ------------------------------------------------------ graph, XLA, inputs
+@pytest.mark.slow
 def test_tf_function_and_xla_give_the_same_outputs(grouped):
     _, model, inputs, reference = grouped
     eager = _np(model(inputs, training=False))
@@ -377,6 +378,7 @@ def policy(request):
         keras.mixed_precision.set_global_policy(previous)
 
 
+@pytest.mark.slow
 def test_mixed_precision(policy, grouped):
     config, float_model, inputs, _ = grouped
     expected = _np(float_model(inputs))
@@ -430,6 +432,7 @@ def _block_kernel_casts(model, inputs, training):
                and tuple(op.inputs[0].shape) in shapes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hidden_size, heads", [(32, 2), (36, 3)])
 def test_shared_block_weights_are_cast_once_per_forward_at_inference(policy, hidden_size, heads):
     """At inference each shared block's kernels are cast once per forward, not once per layer; in training

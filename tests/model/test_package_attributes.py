@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import REPO, subprocess_env
 
 SCRIPT = r"""
@@ -21,6 +23,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_subpackages_are_attributes_right_after_import():
     done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=subprocess_env(), capture_output=True,
                           text=True, timeout=300, check=False)

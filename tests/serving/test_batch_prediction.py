@@ -57,6 +57,7 @@ def pair_exports(tmp_path_factory):
     return {"model": model, "encoder": encoder_dir, "preprocessing": preprocessing_dir, "work": work}
 
 
+@pytest.mark.slow
 def test_preprocessing_and_encoder_pair_give_pooled_embeddings(pair_exports, tokenizer, tmp_path):
     model = pair_exports["model"]
     lines_file = tmp_path / "lines.txt"
@@ -92,6 +93,7 @@ def test_preprocessing_and_encoder_pair_give_pooled_embeddings(pair_exports, tok
     assert len(records) == 100 and records[0]["text"].startswith("it 's a charming")
 
 
+@pytest.mark.slow
 def test_predict_refuses_bad_files_and_exports(pair_exports, tmp_path):
     mixed = tmp_path / "mixed.tsv"
     mixed.write_text("one text\ntwo\ttexts\n", encoding="utf-8")
@@ -120,6 +122,7 @@ def test_predict_refuses_bad_files_and_exports(pair_exports, tmp_path):
     assert not os.path.exists(tmp_path / "o.jsonl")
 
 
+@pytest.mark.slow
 def test_predict_cli_answers_a_rest_body_as_tf_serving(pair_exports, tmp_path):
     """`predict.py --request_json` runs the README's row-format body through the session loader TF Serving uses."""
     body = {"instances": [{"input_ids": [2, 10975, 126, 3], "input_mask": [1, 1, 1, 1], "segment_ids": [0, 0, 0, 0]},

@@ -167,6 +167,7 @@ def pretrained(tmp_path_factory):
 
 # ------------------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_encoder_export_serves_without_albert_tf(pretrained, tokenizer):
     work, model = pretrained["work"], pretrained["model"]
     outcome = exports.export("encoder", str(work / "encoder"), albert_config_file=pretrained["config_file"],
@@ -282,6 +283,7 @@ def matmul_dtypes(concrete_function):
     return {tf.dtypes.as_dtype(n.attr["T"].type).name for n in nodes if n.op in ("MatMul", "BatchMatMulV2")}
 
 
+@pytest.mark.slow
 def test_encoder_export_in_bfloat16(pretrained, tmp_path):
     """--mixed_precision=bf16: the served encoder computes its matmuls in bfloat16 from the float32 checkpoint and
     serves float32 outputs, close to the float32 model's; the global dtype policy is left as it was."""
@@ -313,6 +315,7 @@ def test_mixed_precision_refused_where_it_does_not_apply(pretrained, tmp_path):
     assert keras.mixed_precision.global_policy().name == "float32"
 
 
+@pytest.mark.slow
 def test_preprocessing_exports_give_the_python_tokenizers_ids(tmp_path):
     zh_texts = ["中华人民共和国 HELLO", "Ünïcödé 和 1,000", "  "]
     cases = {"spm": (dict(spm_model_file=SPM), TEXTS, TEXTS_B),
@@ -527,6 +530,7 @@ def run_cli(*args, timeout=600):
                           text=True, env=ENV, timeout=timeout, cwd=REPO)
 
 
+@pytest.mark.slow
 def test_cli_refuses_unknown_type_and_non_empty_dir(tmp_path):
     done = run_cli("--export_type=onnx", f"--export_dir={tmp_path / 'x'}")
     assert done.returncode != 0

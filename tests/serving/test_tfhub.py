@@ -169,6 +169,7 @@ def test_tfhub_export_loads_back_exactly(mg_fixtures, our_hub):
     assert conversion.resolve_config(our_hub)[0] == _config(mg_fixtures)
 
 
+@pytest.mark.slow
 def test_encoder_only_export_has_no_mlm_and_dropout_follows_training(tmp_path):
     config = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
                           intermediate_size=32, max_position_embeddings=12, hidden_dropout_prob=0.3,
@@ -221,6 +222,7 @@ def test_tfhub_preprocessing_matches_model_garden(mg_fixtures, tmp_path):
     np.testing.assert_array_equal(ours["signature.bert_pack_inputs_2"], recorded["default.input_word_ids"])
 
 
+@pytest.mark.slow
 def test_wordpiece_preprocessing_gives_the_vocabularys_ids(tmp_path):
     from albert_tf.text.tokenization import FullTokenizer  # pylint: disable=import-outside-toplevel
 

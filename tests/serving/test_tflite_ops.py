@@ -34,6 +34,7 @@ def cumprod_saved_model(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_a_non_builtin_op_is_refused_by_name_and_converted_only_on_request(cumprod_saved_model, tmp_path):
     target = tmp_path / "model.tflite"
     with pytest.raises(ExportError, match=r"not TFLite builtins: tf\.Cumprod; pass --allow_select_tf_ops"):
@@ -57,6 +58,7 @@ def test_ops_not_builtin_reads_the_converters_message():
     assert tflite.ops_not_builtin(RuntimeError("something else went wrong")) == []
 
 
+@pytest.mark.slow
 def test_export_refuses_or_records_select_tf_ops(cumprod_saved_model, tmp_path):
     refused = tmp_path / "refused"
     with pytest.raises(ExportError, match=r"tf\.Cumprod"):

@@ -166,6 +166,7 @@ def test_cli_rejects_bad_input(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------- through the API
+@pytest.mark.slow
 def test_best_checkpoint_keep_max_and_predict(tmp_path):
     out = tmp_path / "out"
     params = _params(out, do_train=True, do_eval=True)
@@ -187,6 +188,7 @@ def test_best_checkpoint_keep_max_and_predict(tmp_path):
     assert len(_read_tsv(out / "test_results.tsv")) == 50
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes_to_the_same_weights(tmp_path):
     out = tmp_path / "out"
     params = _params(out, do_train=True, train_step=6, keep_checkpoint_max=0)
@@ -206,6 +208,7 @@ def test_interrupted_run_resumes_to_the_same_weights(tmp_path):
         np.testing.assert_allclose(reader.get_tensor(name), uninterrupted[name], rtol=0, atol=1e-6, err_msg=name)
 
 
+@pytest.mark.slow
 def test_regression_task(tmp_path):
     outcome = run_classifier(_params(tmp_path / "out", task_name="sts-b", do_train=True, do_eval=True,
                                      do_predict=True, train_step=2, keep_checkpoint_max=0))
@@ -217,6 +220,7 @@ def test_regression_task(tmp_path):
     assert submission[1][0] == "0" and float(submission[1][1]) == pytest.approx(float(scores[0][0]))
 
 
+@pytest.mark.slow
 def test_own_csv_data(tmp_path):
     rows = [("a delight from start to finish", "pos"), ("dull and lifeless", "neg"), ("truly moving", "pos"),
             ("a waste of time", "neg")] * 4

@@ -188,6 +188,7 @@ def _reweighted(batch):
     return batch
 
 
+@pytest.mark.slow
 def test_reported_loss_with_lr_zero_is_the_originals_formula(pretraining_records):
     batch = _reweighted(_first_batch(pretraining_records))
     model = _model()
@@ -202,6 +203,7 @@ def test_reported_loss_with_lr_zero_is_the_originals_formula(pretraining_records
         np.testing.assert_array_equal(a, b.numpy())  # lr 0: nothing moved
 
 
+@pytest.mark.slow
 def test_gradient_is_that_of_the_originals_formula(pretraining_records):
     """SGD with lr 1 and no clipping moves each weight by minus the gradient of the objective that train_step
     minimises; it equals the gradient of the formula (including the + 1e-5) computed here."""
@@ -221,6 +223,7 @@ def test_gradient_is_that_of_the_originals_formula(pretraining_records):
         np.testing.assert_allclose(old - variable.numpy(), grad, rtol=1e-3, atol=1e-6, err_msg=variable.path)
 
 
+@pytest.mark.slow
 def test_all_zero_mlm_weights_give_the_sop_loss_not_nan(pretraining_records):
     batch = {k: v.numpy() for k, v in _first_batch(pretraining_records).items()}
     batch["masked_lm_weights"] = np.zeros_like(batch["masked_lm_weights"])
@@ -297,6 +300,7 @@ def finished_run(tmp_path_factory, pretraining_records, spm_model_file):
     return params, run_pretraining(params)
 
 
+@pytest.mark.slow
 def test_run_keeps_at_most_keep_checkpoint_max_checkpoints(finished_run):
     params, outcome = finished_run
     assert outcome["step"] == 6
@@ -361,6 +365,7 @@ print(json.dumps({"signatures": sorted(loaded.signatures.keys()),
 """
 
 
+@pytest.mark.slow
 def test_saved_model_serves_in_a_fresh_process_like_the_trained_model(finished_run, tmp_path):
     params, outcome = finished_run
     export_dir = outcome["export_dir"]
@@ -677,6 +682,7 @@ def test_script_trains_evaluates_and_exports_with_custom_config_and_records(
     assert os.path.exists(out / "saved_model" / "2" / "saved_model.pb")
 
 
+@pytest.mark.slow
 def test_script_without_do_train_or_do_eval_is_a_usage_error(tmp_path, tiny_config_file, pretraining_records):
     result = _run_script(_script_flags(tiny_config_file, pretraining_records, tmp_path / "out", do_train=False),
                          timeout=120)

@@ -67,6 +67,7 @@ def _served_without_albert_tf(script, tmp_path):
     return np.load(tmp_path / "outputs.npz")
 
 
+@pytest.mark.slow
 def test_train_resume_evaluate_predict_export(tiny_config, tmp_path):
     from albert_tf.checkpoints import save_checkpoint
     from albert_tf.model import AlbertModel, dummy_inputs
@@ -140,6 +141,7 @@ def test_train_resume_evaluate_predict_export(tiny_config, tmp_path):
     assert served["answer"].tolist() == [predictions[e.question_id]["answer"] for e in chosen]
 
 
+@pytest.mark.slow
 def test_text_signature_matches_python_features(tiny_config, tmp_path):
     """The export's `text` signature (raw article, question, options) gives the probabilities `serving_default`
     gives on `convert_example`'s features, in a process with only tensorflow and tensorflow_text."""
@@ -250,6 +252,7 @@ def test_inference_under_mirrored_strategy_matches_single_device(tiny_config, tm
     assert "OK 2" in run.stdout
 
 
+@pytest.mark.slow
 def test_cli_flags_and_defaults_match_the_original():
     defaults = {name: flag.default for name, flag in script_flag_definitions("run_race.py").items()}
     original = {

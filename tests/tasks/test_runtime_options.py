@@ -125,6 +125,7 @@ def _assert_float16_run(outcome, checkpoint):
 
 
 # ----------------------------------------------------------------- --strategy=one_device
+@pytest.mark.slow
 def test_one_device_strategy_trains_as_the_default_strategy(tmp_path, monkeypatch):
     """The model and its optimizer are built, and trained, under the OneDeviceStrategy the flag asks for (not
     the default strategy), on the one device there is, to the default strategy's weights."""

@@ -115,6 +115,7 @@ def test_v1_head_matches_the_original_formula(tiny_config):
     assert cls is None and float(model.total_loss(start, end, cls)) == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_v2_head_matches_the_original_formula(tiny_config):
     model = AlbertForSquad(tiny_config, version_2=True, start_n_top=3, end_n_top=4)
     inputs = _inputs(seq=24)
@@ -216,6 +217,7 @@ def _contexts(data):
     return {qa["id"]: p["context"] for a in data["data"] for p in a["paragraphs"] for qa in p["qas"]}
 
 
+@pytest.mark.slow
 def test_v1_train_predict_evaluate_and_predict_again(tiny_config, tmp_path):
     path, data = _subset_v1(tmp_path / "train.json")
     out = tmp_path / "run"
@@ -245,6 +247,7 @@ def test_v1_train_predict_evaluate_and_predict_again(tiny_config, tmp_path):
     assert again["eval_results"] == outcome["eval_results"]
 
 
+@pytest.mark.slow
 def test_v2_train_predict_evaluate(tiny_config, tmp_path):
     out = tmp_path / "run"
     outcome = run_squad(_params(tiny_config, out, train_file=SAMPLE_V2, predict_file=SAMPLE_V2, do_train=True,

@@ -282,6 +282,7 @@ def test_run_pretraining_with_vocab_file_exports_a_servable_wordpiece_model(zh_r
         np.testing.assert_allclose(outputs[name], expected[name].numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
 
 
+@pytest.mark.slow
 def test_run_pretraining_refuses_a_vocabulary_larger_than_the_config(zh_records, tmp_path):
     config_file = str(tmp_path / "albert_config.json")
     AlbertConfig(vocab_size=1000, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

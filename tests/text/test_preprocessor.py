@@ -302,6 +302,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_saved_model_runs_in_a_fresh_process(tmp_path, sample):
     texts = sample[:20] + TRICKY_TEXTS
     texts_b = sample[20:40] + TRICKY_TEXTS[::-1]

@@ -191,6 +191,7 @@ def test_the_same_input_and_seed_give_the_same_model_bytes(tmp_path):
 
 
 # ----------------------------------------------------------------- WordPiece
+@pytest.mark.slow
 def test_a_wordpiece_vocabulary_is_read_by_full_tokenizer_as_by_tensorflow_text(tmp_path):
     import tensorflow as tf
     import tensorflow_text as tf_text

@@ -2,6 +2,7 @@
 (dropout on, so the recomputation must redraw the forward pass's masks)."""
 
 import numpy as np
+import pytest
 
 from albert_tf.checkpoints import native
 from albert_tf.config import AlbertConfig
@@ -20,6 +21,7 @@ def _params(records, output_dir, remat):
                              do_eval=False, log_every=0, remat=remat)
 
 
+@pytest.mark.slow
 def test_remat_run_reaches_the_same_weights(tmp_path, pretraining_records, monkeypatch):
     seen = []
     build = runner.set_remat

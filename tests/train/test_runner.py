@@ -167,6 +167,7 @@ def test_a_second_run_on_the_same_output_dir_is_refused_naming_the_holder(tmp_pa
         holder.wait()
 
 
+@pytest.mark.slow
 def test_a_failed_run_leaves_nothing_that_blocks_the_corrected_rerun(tmp_path):
     out = tmp_path / "run"
     with pytest.raises(AlbertError, match="--init_checkpoint"):
@@ -184,6 +185,7 @@ def test_a_failed_run_leaves_nothing_that_blocks_the_corrected_rerun(tmp_path):
     assert outcome["step"] == 2
 
 
+@pytest.mark.slow
 def test_checkpoints_without_their_config_are_refused_before_anything_is_written(tmp_path):
     out = tmp_path / "run"
     run_classifier(sst2_classifier_params(out))
@@ -194,6 +196,7 @@ def test_checkpoints_without_their_config_are_refused_before_anything_is_written
     assert sorted(os.listdir(out)) == before
 
 
+@pytest.mark.slow
 def test_versioned_exports_never_remove_what_the_run_did_not_write(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
@@ -211,6 +214,7 @@ def test_versioned_exports_never_remove_what_the_run_did_not_write(tmp_path):
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".albert_tf")]
 
 
+@pytest.mark.slow
 def test_stale_checkpoint_temporaries_are_removed_on_the_next_start(tmp_path):
     out = tmp_path / "run"
     run_classifier(sst2_classifier_params(out))

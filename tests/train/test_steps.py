@@ -251,6 +251,7 @@ def _take(data, rows):
     return data[rows]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KERAS_MODELS)
 def test_every_model_takes_features_x_y_and_sample_weights(name):
     """`train_on_batch` / `test_on_batch` / `evaluate` / `fit` on plain numpy dicts, in each form Keras hands a
@@ -301,6 +302,7 @@ def test_every_model_takes_features_x_y_and_sample_weights(name):
     assert any(not np.allclose(a, b) for a, b in zip(after["x_y"], model.get_weights()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["AlbertForSquad_v2", "TrainableSquad_v2"])
 def test_fit_on_x_y_in_a_graph_equals_it_run_eagerly(name):
     """The steps above run eagerly (quicker); here `fit` traces them, through Keras' step and `TrainStep`, with

@@ -72,6 +72,7 @@ def trained():
 
 # -------------------------------------------------------------------------------------------- the same ids
 
+@pytest.mark.slow
 def test_sentencepiece_pipeline_ids_are_full_tokenizers():
     tokenizer = FullTokenizer(spm_model_file=SPM, do_lower_case=True)
     preprocessor = AlbertTextPreprocessor(spm_model_file=SPM, max_seq_length=SEQ)
@@ -88,6 +89,7 @@ def test_sentencepiece_pipeline_ids_are_full_tokenizers():
                           _python_features(tokenizer, texts))
 
 
+@pytest.mark.slow
 def test_wordpiece_pipeline_ids_are_full_tokenizers():
     tokenizer = FullTokenizer(vocab_file=VOCAB_ZH, do_lower_case=True)
     preprocessor = AlbertTextPreprocessor(vocab_file=VOCAB_ZH, max_seq_length=SEQ)
@@ -101,6 +103,7 @@ def test_wordpiece_pipeline_ids_are_full_tokenizers():
 
 # -------------------------------------------------------------------------------------------- fit, evaluate, predict
 
+@pytest.mark.slow
 def test_fit_on_a_list_of_texts_lowers_the_loss(trained):
     _, losses = trained
     assert len(losses) == 6
@@ -113,6 +116,7 @@ def _rows_stepped(model, initial):
     return set(np.flatnonzero(np.any(model.get_weights()[index] != initial[index], axis=1)).tolist())
 
 
+@pytest.mark.slow
 def test_every_form_of_text_gives_the_same_first_step():
     model = _classifier()
     initial = model.get_weights()
@@ -144,6 +148,7 @@ def test_every_form_of_text_gives_the_same_first_step():
     assert rows["cased"] != rows["features"]
 
 
+@pytest.mark.slow
 def test_evaluate_and_predict_on_texts(trained):
     model, _ = trained
     texts = SST_MIXED  # in mixed case: FullTokenizer lower-cases them (do_lower_case=True), as must the pipeline
@@ -165,6 +170,7 @@ def test_evaluate_and_predict_on_texts(trained):
                                                                                         abs=1e-5)
 
 
+@pytest.mark.slow
 def test_validation_split_on_texts_takes_the_rows_keras_takes():
     """`fit(texts, y, validation_split=...)` trains on the first rows and validates on the last ones, with their
     labels and sample weights, as Keras' own `validation_split` does on the same rows' features."""
@@ -192,6 +198,7 @@ def test_validation_split_on_texts_takes_the_rows_keras_takes():
         model.fit(texts[:2], labels[:2], validation_split=0.6, verbose=0)  # 0.8 of a row to train on
 
 
+@pytest.mark.slow
 def test_text_pairs_fit_evaluate_and_predict():
     model = _classifier()
     history = model.fit((MRPC_A, MRPC_B), MRPC_LABELS, batch_size=4, epochs=2, shuffle=False, verbose=0,
@@ -206,6 +213,7 @@ def test_text_pairs_fit_evaluate_and_predict():
         model.evaluate(features, MRPC_LABELS, verbose=0), abs=1e-5)
 
 
+@pytest.mark.slow
 def test_save_and_load_keeps_the_tokenizer(trained, tmp_path):
     model, _ = trained
     # The model is rebuilt from a copy of the SentencePiece model that is gone when it is loaded: the tokenizer
@@ -228,6 +236,7 @@ def test_save_and_load_keeps_the_tokenizer(trained, tmp_path):
     np.testing.assert_array_equal(loaded.predict(texts, verbose=0), original.predict(texts, verbose=0))
 
 
+@pytest.mark.slow
 def test_the_tokenizer_is_not_in_the_function_fit_differentiates():
     model = _classifier()
     graphs = []
@@ -272,6 +281,7 @@ def test_in_memory_text_is_shuffled_each_epoch_with_its_labels():
     assert list(next(unshuffled.as_numpy_iterator())[1]) == list(range(20))
 
 
+@pytest.mark.slow
 def test_the_readme_keras_example(tmp_path):
     """The README's Keras fine-tuning example, with a tiny config and a stand-in "pretrained" checkpoint."""
     from albert_tf.model import AlbertModel, dummy_inputs  # pylint: disable=import-outside-toplevel
