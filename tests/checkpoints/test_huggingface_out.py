@@ -353,7 +353,6 @@ def test_export_dir_of_other_files_is_refused_before_training(tmp_path):
     assert os.listdir(tmp_path / "hf") == ["notes.txt"]
 
 
-@pytest.mark.slow
 def test_run_squad_exports_the_trained_v1_model(tmp_path):
     with open(SQUAD_V1, encoding="utf-8") as f:
         data = json.load(f)
