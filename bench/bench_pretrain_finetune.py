@@ -60,7 +60,10 @@ script's pretraining; the scratch arm has the same config, vocabulary and sequen
 fine-tuned on seeded, stratified, nested subsets of `--train_sizes` labels (the pair task: `--pair_train_sizes`;
 "all": the whole train set), the same subsets for both arms (bench/support/label_subsets.py), for
 `--subset_epochs` passes over the subset, at least `--subset_min_steps` and at most the task's steps. At each size,
-steps a-d above with 5 seeds below 1,000 labels and 3 otherwise (of `--seeds`, default 1-5 here). Results go to
+steps a-d above with 5 seeds below 1,000 labels and 3 otherwise (of `--seeds`, default 1-5 here); when an arm's
+chosen rate is the sweep's highest or lowest, both arms are swept one rate further on the 1-3-10 ladder (up to
+`--lr_grid_widen` times), since a pretrained model's weights can be an order of magnitude larger than a fresh
+one's and want larger Adam steps (docs/pretraining_evidence.md). Results go to
 `--results_json` (default here bench/results/pretrain_lowresource.json, resumed: the runs it holds are read back)
 and the figure to `--plot` (default here bench/figures/pretrain_lowresource.png): dev accuracy against the number
 of labels. The goals: the pretrained mean >= 3 points above the best scratch arm's and beyond the combined seed sd
@@ -75,6 +78,7 @@ Flags (the defaults are the settings of the run docs/pretraining_evidence.md quo
   --pretrain_steps, --pretrain_batch_size, --pretrain_lr, --pretrain_warmup_steps, --pretrain_eval_every,
   --pretrain_eval_batches (held-out batches of 64 per evaluation; 0: the whole held-out book)
   --lr_grid              fine-tuning learning rates swept for both arms
+  --lr_grid_widen        low-resource run: how often a sweep may widen past an arm's edge choice (default 2)
   --seeds                fine-tuning seeds (the first one sweeps)
   --scratch_work_dir     where the from-scratch runs are kept (default --work_dir)
   --scratch_long_factor  the longer scratch runs' steps, as a multiple (0: none)
@@ -130,6 +134,8 @@ flags.DEFINE_integer("pretrain_warmup_steps", 500, "Pretraining warm-up steps.")
 flags.DEFINE_integer("pretrain_eval_every", 500, "Checkpoint + held-out evaluation interval (steps).")
 flags.DEFINE_integer("pretrain_eval_batches", 0, "Held-out batches of 64 per evaluation (0: the whole book).")
 flags.DEFINE_list("lr_grid", ["1e-4", "3e-4", "1e-3", "3e-3"], "Fine-tuning learning rates swept for both arms.")
+flags.DEFINE_integer("lr_grid_widen", 2, "Low-resource run: when an arm's chosen rate is the sweep's highest or "
+                     "lowest, sweep both arms one rate further (1-3-10 steps), at most this many times.")
 flags.DEFINE_list("seeds", ["1", "2", "3"], "Fine-tuning seeds; the first one sweeps --lr_grid.")
 flags.DEFINE_integer("scratch_long_factor", 2, "The scratch arm again at this multiple of the steps (0: not).")
 flags.DEFINE_integer("sst2_steps", 1500, "SST-2 fine-tuning steps.")
@@ -666,7 +672,7 @@ def lowres_size(work_dir, store, task, n, model, config, seeds):
     else:
         data_dir, count = label_subsets.write_subset(glue_dir, task, n, FLAGS.subset_seed,
                                                      os.path.join(work_dir, "subsets"))
-    grid = [float(x) for x in FLAGS.lr_grid]
+    grid = sorted(float(x) for x in FLAGS.lr_grid)
     plan = label_subsets.seeds_for_size(n, seeds)
     subset = {"n": count, "data_dir": data_dir,
               "settings": label_subsets.steps_for_size(n, task_settings(task), FLAGS.subset_epochs,
@@ -679,17 +685,22 @@ def lowres_size(work_dir, store, task, n, model, config, seeds):
           f"{s['warmup_steps']}, dev eval every {s['eval_every']}; sweep {', '.join(map(str, grid))} on seed "
           f"{plan[0]} for both arms, then seeds {', '.join(map(str, plan))} at each arm's chosen rate", flush=True)
     arms = ["pretrained", "scratch"]
-    for lr in grid:
+    for widening in range(FLAGS.lr_grid_widen + 1):
+        for lr in grid:
+            for arm in arms:
+                record = lowres_run(work_dir, store, task, n, subset, arm, 1, lr, plan[0], model, config)
+                entry["sweep"].setdefault(arm, {})[f"{lr:g}"] = {k: record[k] for k in (
+                    "dev_accuracy", "dev_f1", "best_dev_accuracy", "constant_final")}
         for arm in arms:
-            record = lowres_run(work_dir, store, task, n, subset, arm, 1, lr, plan[0], model, config)
-            entry["sweep"].setdefault(arm, {})[f"{lr:g}"] = {k: record[k] for k in (
-                "dev_accuracy", "dev_f1", "best_dev_accuracy", "constant_final")}
-    for arm in arms:
-        sweep = entry["sweep"][arm]
-        one_class_rates = [lr for lr in grid if sweep[f"{lr:g}"]["constant_final"]]
-        eligible = [lr for lr in grid if lr not in one_class_rates] or grid
-        entry["one_class_rates"][arm] = one_class_rates
-        entry["chosen_lr"][arm] = max(eligible, key=lambda lr, sweep=sweep: sweep[f"{lr:g}"]["dev_accuracy"])
+            entry["chosen_lr"][arm], entry["one_class_rates"][arm] = label_subsets.choose_rate(
+                grid, entry["sweep"][arm])
+        wider = label_subsets.widened_grid(grid, entry["chosen_lr"])
+        if wider is None or widening == FLAGS.lr_grid_widen:
+            break
+        added = ", ".join(f"{lr:g}" for lr in wider if lr not in grid)
+        print(f"  a chosen rate is at the sweep's edge: both arms swept at {added} too", flush=True)
+        grid = wider
+    entry["grid"] = grid
     print("  chosen rates: " + ", ".join(f"{arm} {lr:g}" + one_class_note(entry["one_class_rates"][arm], grid)
                                          for arm, lr in entry["chosen_lr"].items()), flush=True)
     long_arm = [("scratch", FLAGS.scratch_long_factor)] if FLAGS.scratch_long_factor > 1 else []
@@ -756,6 +767,7 @@ def lowresource(work_dir, config_default):
                 "sizes": {t: [label_subsets.size_key(n) for n in sizes[t]] for t in tasks},
                 "subset_seed": FLAGS.subset_seed, "subset_epochs": FLAGS.subset_epochs,
                 "subset_min_steps": FLAGS.subset_min_steps, "lr_grid": [float(x) for x in FLAGS.lr_grid],
+                "lr_grid_widen": FLAGS.lr_grid_widen,
                 "seeds": seeds, "scratch_long_factor": FLAGS.scratch_long_factor,
                 "task_settings": {t: task_settings(t) for t in tasks}}
     store = label_subsets.ResultStore(results_json, settings)

@@ -4,6 +4,7 @@ through `prepare_corpus` into the input format) and the recognition of a collaps
 learning-rate choice leaves out (`bench/support/majority_class.py`)."""
 
 import json
+import math
 import os
 import zipfile
 
@@ -202,3 +203,56 @@ def test_results_are_written_atomically_and_resumed(tmp_path):
     assert path.read_bytes() == before and os.listdir(path.parent) == ["lowres.json"]
     with pytest.raises(SystemExit, match=r"holds a run with other settings \(sizes differ\)"):
         subsets.ResultStore(str(path), {"sizes": [250, 1000]})
+
+
+def test_rate_choice_skips_collapsed_runs_and_an_edge_choice_widens_the_grid_for_both_arms():
+    subsets = _label_subsets()
+    grid = [3e-5, 1e-4, 3e-4, 1e-3]
+    sweep = {"3e-05": {"dev_accuracy": 52.0, "constant_final": False},
+             "0.0001": {"dev_accuracy": 51.0, "constant_final": False},
+             "0.0003": {"dev_accuracy": 60.0, "constant_final": True},
+             "0.001": {"dev_accuracy": 57.0, "constant_final": False}}
+    assert subsets.choose_rate(grid, sweep) == (1e-3, [3e-4])
+    collapsed = {k: dict(v, constant_final=True) for k, v in sweep.items()}
+    assert subsets.choose_rate(grid, collapsed) == (3e-4, grid)
+    assert [subsets.next_rate(r, True) for r in (3e-5, 1e-4, 1e-3, 3e-3)] == pytest.approx([1e-4, 3e-4, 3e-3, 1e-2])
+    assert [subsets.next_rate(r, False) for r in (3e-5, 1e-4, 1e-3)] == pytest.approx([1e-5, 3e-5, 3e-4])
+    assert subsets.widened_grid(grid, {"pretrained": 1e-3, "scratch": 1e-4}) == [3e-5, 1e-4, 3e-4, 1e-3, 3e-3]
+    assert subsets.widened_grid(grid, {"pretrained": 1e-3, "scratch": 3e-5}) == [1e-5, 3e-5, 1e-4, 3e-4, 1e-3,
+                                                                                  3e-3]
+    assert subsets.widened_grid(grid, {"pretrained": 3e-4, "scratch": 1e-4}) is None
+
+
+def test_a_sweep_whose_choice_sits_on_the_edge_runs_both_arms_at_the_next_rate(tmp_path, monkeypatch):
+    from absl.testing import flagsaver
+
+    from bench import bench_pretrain_finetune as bench
+
+    subsets = _label_subsets()
+    glue_dir, _ = _glue_sst2(tmp_path)
+    best = {"pretrained": 3e-3, "scratch": 1e-4}  # the pretrained arm's best lies above the grid's 1e-3
+    ran = []
+
+    def fake_run(work_dir, store, task, n, subset, arm, factor, lr, seed, model, config):
+        ran.append((arm, factor, lr, seed))
+        return {"seed": seed, "learning_rate": lr, "steps": 40, "dev_f1": None, "constant_final": False,
+                "dev_accuracy": 70 - abs(math.log10(lr / best[arm])), "best_dev_accuracy": 70.0}
+
+    monkeypatch.setattr(bench, "lowres_run", fake_run)
+    store = subsets.ResultStore(str(tmp_path / "lowres.json"), {})
+    store.data["results"] = {}
+    was_parsed = bench.FLAGS.is_parsed()
+    bench.FLAGS.mark_as_parsed()
+    try:
+        with flagsaver.as_parsed(lr_grid="1e-4,3e-4,1e-3", glue_dir=glue_dir, lr_grid_widen="2",
+                                 scratch_long_factor="0"):
+            bench.lowres_size(str(tmp_path), store, "sst-2", 9, {}, None, [1, 2, 3, 4, 5])
+    finally:
+        if not was_parsed:
+            bench.FLAGS.unparse_flags()
+    entry = store.data["results"]["sst-2"]["9"]
+    assert entry["chosen_lr"] == {"pretrained": 3e-3, "scratch": 1e-4}
+    assert entry["grid"] == pytest.approx([3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2])
+    swept = {(arm, lr) for arm, factor, lr, seed in ran if seed == 1}
+    assert swept == {(arm, lr) for arm in best for lr in entry["grid"]}  # both arms at every rate, new ones too
+    assert [lr for arm, _, lr, seed in ran if seed > 1 and arm == "pretrained"] == [3e-3] * 4

@@ -132,6 +132,35 @@ def steps_for_size(n, full, epochs, min_steps):
             "warmup_steps": round(steps * full["warmup_steps"] / full["steps"])}
 
 
+def choose_rate(grid, sweep):
+    """The rate of `grid` with the best final dev accuracy in `sweep` ({rate name: record}), leaving out rates
+    whose run ended predicting one class (`constant_final`) unless every rate did. Returns (rate, one-class rates)."""
+    one_class = [lr for lr in grid if sweep[f"{lr:g}"]["constant_final"]]
+    eligible = [lr for lr in grid if lr not in one_class] or grid
+    return max(eligible, key=lambda lr: sweep[f"{lr:g}"]["dev_accuracy"]), one_class
+
+
+def next_rate(rate, up):
+    """The neighbour of `rate` on the 1-3-10 ladder of learning rates (1e-4, 3e-4, 1e-3, ...), above or below."""
+    exponent = math.floor(math.log10(rate) + 1e-9)
+    ladder = [m * 10.0 ** e for e in (exponent - 1, exponent, exponent + 1) for m in (1, 3)]
+    return min((r for r in ladder if r > rate * 1.01), default=rate * 10) if up else max(
+        (r for r in ladder if r < rate / 1.01), default=rate / 10)
+
+
+def widened_grid(grid, chosen):
+    """The sweep `grid` with one more rate beyond each edge that an arm's chosen rate sits on (its best may lie
+    outside), or None when every chosen rate is inside. `chosen` maps arm -> rate; every arm is then swept at the
+    new rate too, so the arms stay tuned alike."""
+    grid = sorted(grid)
+    wider = list(grid)
+    if any(rate == grid[-1] for rate in chosen.values()):
+        wider.append(float(f"{next_rate(grid[-1], True):.3g}"))
+    if any(rate == grid[0] for rate in chosen.values()):
+        wider.insert(0, float(f"{next_rate(grid[0], False):.3g}"))
+    return wider if wider != grid else None
+
+
 class ResultStore:
     """The results JSON of a low-resource run, rewritten atomically (a temporary file renamed into place, so a
     killed run leaves the previous file) after every fine-tuning run. A new run with the same `settings` resumes
