@@ -4,7 +4,7 @@ A script declares its settings (`albert_tf.settings.setting`): bounds, and the r
 it reads, an output it writes, and for an output folder the names it writes inside). `albert_tf.cli.run` hands
 the declarations of the flags the script defined, with their values, to `guarded`, which before `main` runs:
 
-1. checks every value against its bounds, in the order the user gave the flags (a bad value: `UsageError`
+1. checks every value against its bounds and choices, in the order the user gave the flags (a bad value: `UsageError`
    naming the flag, exit status 2);
 2. refuses any output that is an input, contains one (an output written whole, or an input among the names an
    output folder's run writes), or lies inside an input read whole (a SavedModel, a checkpoint folder), however
@@ -30,15 +30,20 @@ from albert_tf.errors import MissingDataError, UsageError
 from albert_tf.settings import INPUT_ROLES, flag_spec
 
 
-def check_bounds(specs, values, order=()):
+def check_values(specs, values, order=()):
     """Raises `UsageError` for the first setting (flags named in `order` first, then the others) whose value lies
-    outside its declared bounds. `specs` and `values` are keyed by flag name."""
+    outside its declared bounds or choices (a flag's own parser holds the choices too; a params dataclass built in
+    code meets them here, with the same message). `specs` and `values` are keyed by flag name."""
     names = [n for n in order if n in specs] + [n for n in specs if n not in order]
     for name in names:
         spec = specs[name]
         value = values.get(name)
-        if spec.bounds is not None and value is not None and value not in spec.bounds:
+        if value is None:
+            continue
+        if spec.bounds is not None and value not in spec.bounds:
             raise UsageError(f"--{name}={value}: must be {spec.bounds}")
+        if spec.choices is not None and value not in spec.choices:
+            raise UsageError(f"--{name}={value}: must be one of {', '.join(spec.choices)}")
 
 
 def _paths(role, value, folder=None, suffixes=()):
@@ -181,13 +186,13 @@ def _required_message(name, spec):
 
 
 def check_params(params):
-    """`check_bounds` and `check_required` on a params dataclass built in code (the library's `run_*`), so its
+    """`check_values` and `check_required` on a params dataclass built in code (the library's `run_*`), so its
     settings hold the rules a script's flags are held to."""
     specs, values = {}, {}
     for field, spec in zip(dataclasses.fields(params), map(flag_spec, dataclasses.fields(params))):
         if spec is not None:
             specs[spec.name], values[spec.name] = spec, getattr(params, field.name)
-    check_bounds(specs, values)
+    check_values(specs, values)
     check_required(specs, values)
 
 
@@ -196,7 +201,7 @@ def guarded(specs, values, order=(), lock_tag=None):
     """Checks and holds a run's declared settings (see the module docstring) for the block. `specs`: {flag name:
     FlagSpec}; `values`: {flag name: value}; `order`: the flag names as the user gave them; `lock_tag`: this
     process's task in a multi-worker job (see `_lock`)."""
-    check_bounds(specs, values, order)
+    check_values(specs, values, order)
     inputs, outputs = declared_files(specs, values)
     for flag, path, spec in inputs:
         check_input(flag, path, spec)

@@ -21,6 +21,7 @@ class _Request:
     vocab_file: str = setting(None, "Vocabulary.")
     num_output_shards: int = setting(1, "Shards.")
     shard_size_mb: float = setting(0.0, "MB per shard.", excludes=("num_output_shards",))
+    runner: str = setting(None, "Runner.", choices=("DirectRunner", "DataflowRunner"))
 
 
 SPECS = {spec.name: spec for spec in flag_specs(_Request).values()}
@@ -54,6 +55,14 @@ def test_a_required_setting_left_unset_is_named(values, message):
 def test_settings_that_exclude_each_other_are_refused_together(order, values):
     with pytest.raises(UsageError, match="^give either --shard_size_mb or --num_output_shards, not both$"):
         guard.check_required(SPECS, _values(input_file="a", vocab_file="v", **values), order)
+
+
+def test_params_built_in_code_meet_the_choices_and_bounds_a_flag_would():
+    guard.check_params(_Request(input_file="a", vocab_file="v", runner="DataflowRunner"))
+    with pytest.raises(UsageError, match="^--runner=Flink: must be one of DirectRunner, DataflowRunner$"):
+        guard.check_params(_Request(input_file="a", vocab_file="v", runner="Flink"))
+    with pytest.raises(UsageError, match=r"^--spm_model_file \(or --vocab_file\) is required$"):
+        guard.check_params(_Request(input_file="a"))
 
 
 @pytest.mark.slow

@@ -50,7 +50,7 @@ from absl import flags
 from absl import logging as absl_logging
 
 from albert_tf import cli
-from albert_tf.tasks.export_request import EXPORT_TYPES, ExportRequest
+from albert_tf.tasks.export_request import ExportRequest
 
 FLAGS = flags.FLAGS
 
@@ -59,14 +59,8 @@ cli.define_flags(ExportRequest)
 
 def main(argv):
     del argv  # cli.run refuses positional arguments
-    # pylint: disable=import-outside-toplevel
-    from albert_tf.errors import UsageError
-
-    if FLAGS.export_type not in EXPORT_TYPES:
-        raise UsageError(f"--export_type must be one of {', '.join(EXPORT_TYPES)}"
-                         + (f" (got {FLAGS.export_type!r})" if FLAGS.export_type else ""))
     absl_logging.set_verbosity(absl_logging.WARNING)  # TensorFlow logs each step of writing a SavedModel at INFO
-    from albert_tf.tasks import exports
+    from albert_tf.tasks import exports  # pylint: disable=import-outside-toplevel
 
     exports.check_export_dir(FLAGS.export_dir, FLAGS.overwrite)
     options = {field.name: FLAGS[field.name].value for field in dataclasses.fields(ExportRequest)

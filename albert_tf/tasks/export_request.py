@@ -15,9 +15,10 @@ TFLITE_MODELS = ("encoder", "classifier", "squad", "race")
 class ExportRequest:
     """What one export is asked for: each field is `export_model.py`'s flag of the same name."""
 
-    export_type: str = setting(help_text=f"What to export: {', '.join(EXPORT_TYPES)}.", flag_default=None)
+    export_type: str = setting(help_text="What to export.", flag_default=None, choices=EXPORT_TYPES, required=True)
     export_dir: str = setting(help_text="Where to write the export (a directory; refused if it exists and is not "
-                                        "empty, unless --overwrite).", flag_default=None, role="output_tree")
+                                        "empty, unless --overwrite).", flag_default=None, role="output_tree",
+                              required=True)
     overwrite: bool = setting(False, "Replace an existing non-empty --export_dir.")
     albert_config_file: str = setting(None, "The albert_config.json of the model (or a Hugging Face config.json).",
                                       role="input_file")
@@ -46,8 +47,8 @@ class ExportRequest:
     null_score_diff_threshold: float = setting(None, "SQuAD v2.0: threshold on cls_logits for `is_impossible`.")
     max_qa_length: int = setting(None, "RACE text signature: question+option pieces kept (the last ones; default "
                                        "min(128, max_seq_length - 3)).", bounds=POSITIVE)
-    tflite_model: str = setting("encoder", f"TFLite: which model to convert: {', '.join(TFLITE_MODELS)} (built from "
-                                           "--init_checkpoint), unless --source_saved_model is given.")
+    tflite_model: str = setting("encoder", "TFLite: which model to convert (built from --init_checkpoint), unless "
+                                           "--source_saved_model is given.", choices=TFLITE_MODELS)
     source_saved_model: str = setting(None, "TFLite: convert this exported SavedModel (serving_default on "
                                             "input_ids, input_mask, segment_ids) instead of a checkpoint.",
                                       role="input_tree")

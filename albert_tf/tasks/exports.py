@@ -13,7 +13,7 @@ import shutil
 
 import tensorflow as tf
 
-from albert_tf import checkpoints, fileio
+from albert_tf import checkpoints, fileio, guard
 from albert_tf.checkpoints import model_garden
 from albert_tf.config import AlbertConfig
 from albert_tf.data import glue
@@ -35,10 +35,8 @@ from albert_tf.train.runner import dtype_policy_scope, precision_policy
 
 
 def check_export_dir(export_dir, overwrite):
-    """Refuses, before any work is done, a missing `--export_dir`, a file, an existing non-empty directory unless
-    `overwrite`, and with it one that holds anything but an earlier export (`savedmodel.is_export`)."""
-    if not export_dir:
-        raise UsageError("--export_dir is required")
+    """Refuses, before any work is done, a file, an existing non-empty directory unless `overwrite`, and with it one
+    that holds anything but an earlier export (`savedmodel.is_export`)."""
     problem = export_dir_problem(export_dir, overwrite)
     if problem:
         raise UsageError(problem)
@@ -112,9 +110,8 @@ def export(export_type, export_dir, log=print, **options):
 
     Raises UsageError (bad flags), ExportError, CheckpointError, ConfigError or TokenizerError with a message.
     """
-    if export_type not in EXPORT_TYPES:
-        raise UsageError(f"unknown export type {export_type!r}; known: {', '.join(EXPORT_TYPES)}")
     request = ExportRequest(export_type, export_dir, **options)
+    guard.check_params(request)
     if request.label_list and request.num_labels > 1 and len(request.label_list) != request.num_labels:
         raise UsageError(f"--label_list has {len(request.label_list)} labels, --num_labels={request.num_labels}: "
                          "give one label per output")
@@ -124,8 +121,6 @@ def export(export_type, export_dir, log=print, **options):
         request.quantize = None
     if request.spm_model_file and request.vocab_file:
         log("Both --spm_model_file and --vocab_file given: using the SentencePiece model.")
-    if request.tflite_model not in TFLITE_MODELS:
-        raise UsageError(f"unknown --tflite_model {request.tflite_model!r}; known: {', '.join(TFLITE_MODELS)}")
     policy = precision_policy(request.mixed_precision)
     if policy != "float32" and (not request.needs_model() or export_type == "tflite"):
         raise UsageError(f"--mixed_precision applies to the model SavedModel exports, not to --export_type="
