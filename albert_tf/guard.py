@@ -182,7 +182,8 @@ def _required_message(name, spec):
     if spec.kind == "bool":
         listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
         return f"At least one of {listed} must be True."
-    return f"{names[0]}{''.join(f' (or {n})' for n in names[1:])} is required"
+    message = f"{names[0]}{''.join(f' (or {n})' for n in names[1:])} is required"
+    return f"{message}: {spec.why}" if spec.why else message
 
 
 def check_params(params):

@@ -12,8 +12,8 @@ A setting also declares what `albert_tf.guard` checks for every script before an
 run reads, or an output it writes; `under=` the setting naming the folder a relative path is looked up in) and,
 for an output folder, `writes=` the names (globs) the run writes inside it. `trains=False` marks a setting that does
 not change what a training run trains (logging, evaluation, exports, where it runs): a resume may change it.
-`required=True` a setting a run cannot do without (`required=("vocab_file",)`: unless one of those is set), and
-`excludes=` the settings that may not be given with it.
+`required=True` a setting a run cannot do without (`required=("vocab_file",)`: unless one of those is set; `why=`
+says why, after the error), and `excludes=` the settings that may not be given with it.
 A new script gets every guarantee of the guard by declaring its settings; it writes no checks of its own.
 """
 
@@ -66,7 +66,7 @@ PROBABILITY = Range(0, 1)
 
 
 def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=None, flag_default=_NO_DEFAULT,
-            bounds=None, role=None, writes=(), under=None, trains=True, required=False, excludes=()):
+            bounds=None, role=None, writes=(), under=None, trains=True, required=False, why=None, excludes=()):
     """A dataclass field (`default`, or required when none) carrying its flag's help text and, where they differ
     from the field, the flag's name, kind, enum choices and default; with the `bounds`, file `role`, for an
     output folder the names it `writes`, and whether a run needs it (see the module docstring)."""
@@ -85,6 +85,8 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
         metadata["trains"] = False
     if required:
         metadata["required"] = () if required is True else tuple(required)
+        if why:
+            metadata["why"] = why
     if excludes:
         metadata["excludes"] = tuple(excludes)
     if flag_default is not _NO_DEFAULT:
@@ -96,7 +98,8 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
 class FlagSpec:
     """The flag a `setting` field declares: absl kind (bool, integer, float, string, enum, list), name, default,
     help text, for an enum its choices; and what the guard checks: `bounds`, `role`, `writes`, `under`; `required`:
-    None when optional, else the flags that may stand in for it (empty: none); `excludes`: flags not given with it."""
+    None when optional, else the flags that may stand in for it (empty: none), `why` the reason told with it;
+    `excludes`: flags not given with it."""
 
     kind: str
     name: str
@@ -108,6 +111,7 @@ class FlagSpec:
     writes: tuple = ()
     under: str = None
     required: tuple = None
+    why: str = None
     excludes: tuple = ()
 
 
@@ -130,7 +134,7 @@ def flag_spec(field):
         raise TypeError(f"{field.name}: a required field needs setting(flag_default=...)")
     return FlagSpec(kind, metadata.get("flag", field.name), default, metadata["help"], metadata.get("choices"),
                     metadata.get("bounds"), metadata.get("role"), metadata.get("writes", ()), metadata.get("under"),
-                    metadata.get("required"), metadata.get("excludes", ()))
+                    metadata.get("required"), metadata.get("why"), metadata.get("excludes", ()))
 
 
 def flag_specs(params_cls):

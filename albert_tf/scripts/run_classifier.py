@@ -86,8 +86,6 @@ def main(argv):
     # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig
 
-    if not (FLAGS.spm_model_file or FLAGS.vocab_file):
-        raise cli.UsageError("--spm_model_file (or --vocab_file for WordPiece models) is required")
     threshold = FLAGS.threshold_to_export
     if threshold is not None and math.isnan(threshold):
         threshold = None  # the original's default: no threshold

@@ -25,7 +25,8 @@ from albert_tf import cli
 from albert_tf.tasks.race import RaceParams, run_race
 
 cli.define_flags(RaceParams, exclude=cli.runtime_settings())
-flags.DEFINE_string("task_name", "race", "The name of the task (only race).")
+flags.DEFINE_flag(flags.Flag(flags.EnumParser(["race"], case_sensitive=False), flags.ArgumentSerializer(),
+                             "task_name", "race", "The name of the task: race, in any case (as the original)."))
 flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, dropout and input order.")
 cli.define_hub_module_flag()
 cli.define_tpu_flags()
@@ -41,10 +42,6 @@ def main(argv):
 
     if cli.demo_running():
         print("No --data_dir: running the embedded demo (tiny ALBERT on the RACE sample in data/race).")
-    if FLAGS.task_name.lower() != "race":
-        raise cli.UsageError(f"Task not found: {FLAGS.task_name} (run_race.py runs race)")
-    if not FLAGS.spm_model_file and not FLAGS.vocab_file:
-        raise cli.UsageError("--spm_model_file is required (or --vocab_file for a WordPiece model)")
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
     export_dir = FLAGS.export_dir or (os.path.join(FLAGS.output_dir, "saved_model") if FLAGS.do_train else None)
     params = cli.params_from_flags(RaceParams, albert_config=config,

@@ -43,15 +43,8 @@ cli.define_runtime_flags()
 
 FLAGS = flags.FLAGS
 
-WORDPIECE_MESSAGE = (
-    "run_squad.py needs --spm_model_file. SQuAD answers are located by aligning SentencePiece pieces to the "
-    "context characters; a WordPiece --vocab_file (the Chinese ALBERT models) is not supported for SQuAD, as in "
-    "the original release, whose SQuAD code uses the SentencePiece model directly. Nothing was read or written.")
 
-
-def _check_flags():
-    if not FLAGS.spm_model_file:
-        raise cli.UsageError(WORDPIECE_MESSAGE if FLAGS.vocab_file else "--spm_model_file is required")
+def _note_unused_flags():
     if FLAGS.predict_feature_left_file:
         logging.info("--predict_feature_left_file is not needed: the windows' metadata is in the feature file")
 
@@ -76,7 +69,7 @@ def _print_results(outcome, version_2):
 
 def main(argv):
     del argv
-    _check_flags()
+    _note_unused_flags()
     # pylint: disable=import-outside-toplevel
     from albert_tf.config import AlbertConfig
 

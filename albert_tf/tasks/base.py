@@ -55,8 +55,6 @@ class TaskBase:
     def tokenizer(params):
         """`FullTokenizer` from `--spm_model_file` (or `--vocab_file`, WordPiece), checked to fit the embedding
         table of the albert config."""
-        if not (params.spm_model_file or params.vocab_file):
-            raise UsageError("--spm_model_file (or --vocab_file for WordPiece models) is required")
         tokenizer = FullTokenizer(vocab_file=None if params.spm_model_file else params.vocab_file,
                                   do_lower_case=params.do_lower_case, spm_model_file=params.spm_model_file)
         check_vocab_size(tokenizer, params.spm_model_file or params.vocab_file, params.albert_config)
@@ -67,7 +65,5 @@ class TaskBase:
         replicas = strategy.num_replicas_in_sync
         for name in names:
             value = getattr(params, name)
-            if value < 1:
-                raise UsageError(f"--{name} must be at least 1, got {value}")
             if value % replicas:
                 raise UsageError(f"--{name} {value} is not divisible by the {replicas} replicas")

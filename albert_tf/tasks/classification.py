@@ -41,6 +41,8 @@ from albert_tf.tasks.common_settings import (
     do_lower_case_setting,
     init_checkpoint_setting,
     output_dir_setting,
+    spm_model_file_setting,
+    vocab_file_setting,
 )
 from albert_tf.text.preprocessor import AlbertTextPreprocessor
 from albert_tf.train import distribution, runner
@@ -79,9 +81,8 @@ class ClassifierParams(RuntimeParams):
                                   "the task's folder itself. With --train_file etc., relative paths are looked up "
                                   "here.", role="input_dir")
     processor: glue.DataProcessor = None
-    spm_model_file: str = setting(None, "The SentencePiece model (30k-clean.model).", role="input_file")
-    vocab_file: str = setting(None, "The WordPiece vocabulary (used when no --spm_model_file is given, e.g. the "
-                                    "Chinese models).", role="input_file")
+    spm_model_file: str = spm_model_file_setting()
+    vocab_file: str = vocab_file_setting()
     cached_dir: str = setting(None, "Where the feature TFRecords are cached (default: --output_dir). Files are keyed "
                                     "by task, split, sequence length, data and tokenizer, so a stale cache is never "
                                     "reused.", role="output_dir", writes=("*.tf_record",), trains=False)

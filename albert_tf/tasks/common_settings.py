@@ -1,5 +1,5 @@
 """The settings every training task declares alike (its model's config, its output folder, its initial weights,
-lowercasing), written once: each task's params call these with its own help text and the names its run writes."""
+its tokenizer, lowercasing), written once: each task's params call these with its own help text and the names its run writes."""
 
 from albert_tf.settings import setting
 
@@ -22,6 +22,18 @@ def init_checkpoint_setting(what="."):
     """`--init_checkpoint`: the weights a run starts from, in any format `load_checkpoint` reads; `what` ends the
     help text."""
     return setting(None, f"{INIT_CHECKPOINT_HELP}{what}", role="input_checkpoint")
+
+
+def spm_model_file_setting(help_text="The SentencePiece model (30k-clean.model).", required=("vocab_file",),
+                           why=None):
+    """`--spm_model_file`: the SentencePiece model; by default a run needs it or `--vocab_file`."""
+    return setting(None, help_text, role="input_file", required=required, why=why)
+
+
+def vocab_file_setting(help_text="The WordPiece vocabulary (used when no --spm_model_file is given, e.g. the "
+                                 "Chinese models)."):
+    """`--vocab_file`: a WordPiece vocabulary, read when no SentencePiece model is given."""
+    return setting(None, help_text, role="input_file")
 
 
 def do_lower_case_setting():

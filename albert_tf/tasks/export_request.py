@@ -5,6 +5,7 @@ the script defines its flags and answers `--help` without them."""
 import dataclasses
 
 from albert_tf.settings import POSITIVE, Range, setting
+from albert_tf.tasks.common_settings import spm_model_file_setting, vocab_file_setting
 
 EXPORT_TYPES = ("encoder", "preprocessing", "classifier", "squad", "race", "tflite", "tfhub", "tfhub_preprocessing")
 TEXT_ONLY_TYPES = ("preprocessing", "tfhub_preprocessing")
@@ -25,9 +26,8 @@ class ExportRequest:
     init_checkpoint: str = setting(None, "The weights: an original TF1, Hugging Face, keras-hub, Model Garden or "
                                          "albert_tf checkpoint (pretrained or fine-tuned; a directory or a prefix), "
                                          "or a TF-Hub module or SavedModel directory.", role="input_checkpoint")
-    spm_model_file: str = setting(None, "The SentencePiece model (30k-clean.model).", role="input_file")
-    vocab_file: str = setting(None, "The WordPiece vocabulary (used when no --spm_model_file is given, e.g. the "
-                                    "Chinese models).", role="input_file")
+    spm_model_file: str = spm_model_file_setting(required=False)
+    vocab_file: str = vocab_file_setting()
     do_lower_case: bool = setting(True, "Lowercase the input text (True for the uncased English models).")
     max_seq_length: int = setting(None, "Sequence length of the text signatures (preprocessing, tfhub_preprocessing, "
                                         "classifier, SQuAD text) and of the TFLite inputs. Default 128 (SQuAD: 384).",

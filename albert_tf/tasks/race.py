@@ -30,6 +30,8 @@ from albert_tf.tasks.common_settings import (
     do_lower_case_setting,
     init_checkpoint_setting,
     output_dir_setting,
+    spm_model_file_setting,
+    vocab_file_setting,
 )
 from albert_tf.train import runner
 from albert_tf.train.ordered_prediction import predict_in_order
@@ -54,8 +56,8 @@ class RaceParams(RuntimeParams):
     data_dir: str = setting(help_text="Directory holding RACE/{train,dev,test}/{middle,high}/*.txt. Without it: the "
                                       "demo.", flag_default=None, role="input_dir")
     output_dir: str = output_dir_setting("Where checkpoints, results and predictions are written.", RACE_WRITES)
-    spm_model_file: str = setting(None, "The SentencePiece model of the pre-trained model.", role="input_file")
-    vocab_file: str = setting(None, "WordPiece vocabulary (models without a SentencePiece model).", role="input_file")
+    spm_model_file: str = spm_model_file_setting()
+    vocab_file: str = vocab_file_setting()
     init_checkpoint: str = init_checkpoint_setting()
     do_lower_case: bool = do_lower_case_setting()
     dropout_prob: float = setting(0.1, "Dropout probability before the output layer.",

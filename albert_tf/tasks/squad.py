@@ -38,7 +38,8 @@ from albert_tf.model.squad import NEG_INF
 from albert_tf.serving.squad import export_squad_model
 from albert_tf.settings import NON_NEGATIVE, POSITIVE, PROBABILITY, Range, setting
 from albert_tf.tasks.base import TaskBase, check_vocab_size
-from albert_tf.tasks.common_settings import albert_config_setting, init_checkpoint_setting, output_dir_setting
+from albert_tf.tasks.common_settings import (
+    albert_config_setting, init_checkpoint_setting, output_dir_setting, spm_model_file_setting)
 from albert_tf.text.tokenization import FullTokenizer
 from albert_tf.train import distribution, runner
 from albert_tf.train.ordered_prediction import predict_in_order
@@ -63,8 +64,11 @@ class SquadParams(RuntimeParams):
     original's), with its help text."""
 
     albert_config: AlbertConfig = albert_config_setting("The albert_config.json of the pre-trained model.")
-    spm_model_file: str = setting(help_text="The SentencePiece model the model was trained with (30k-clean.model).",
-                                  flag_default=None, role="input_file")
+    spm_model_file: str = spm_model_file_setting(
+        "The SentencePiece model the model was trained with (30k-clean.model).", required=True,
+        why="SQuAD answers are located by aligning SentencePiece pieces to the context characters; a WordPiece "
+            "--vocab_file (the Chinese ALBERT models) is not supported for SQuAD, as in the original release, whose "
+            "SQuAD code uses the SentencePiece model directly")
     output_dir: str = output_dir_setting("Where checkpoints, predictions and eval_results.txt are written.",
                                          SQUAD_WRITES)
     version_2_with_negative: bool = setting(False, "SQuAD 2.0: questions may have no answer (the v2 head).")

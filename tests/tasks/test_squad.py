@@ -295,9 +295,10 @@ def test_wordpiece_request_gets_a_clear_message(tmp_path):
         [sys.executable, os.path.join(REPO, "run_squad.py"), f"--vocab_file={REPO}/data/vocab_chinese.txt",
          f"--albert_config_file={REPO}/data/albert_config_zh_tiny.json", f"--output_dir={out}", "--do_predict",
          f"--predict_file={SAMPLE_V2}"], capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert proc.returncode != 0
-    assert "WordPiece --vocab_file (the Chinese ALBERT models) is not supported for SQuAD" in proc.stderr
-    assert "Nothing was read or written" in proc.stderr and not out.exists()
+    assert proc.returncode == 2 and not out.exists()
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("run_squad.py: error: --spm_model_file is required: SQuAD answers are located by")
+    assert "WordPiece --vocab_file (the Chinese ALBERT models) is not supported for SQuAD" in last
 
 
 # ------------------------------------------------------------------------------------------------------------------
