@@ -84,7 +84,11 @@ def params_from_flags(params_cls, flag_values=None, **values):
         name = specs[field.name].name if field.name in specs else field.name
         if field.name in values or name not in flag_values:
             continue
-        values[field.name] = flag_values[name].value
+        value = flag_values[name].value
+        spec = specs.get(field.name)
+        if spec is not None and spec.items is not None and value is not None:
+            value = guard.list_items(name, spec, value)
+        values[field.name] = value
     return params_cls(**values)
 
 

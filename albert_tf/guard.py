@@ -40,10 +40,31 @@ def check_values(specs, values, order=()):
         value = values.get(name)
         if value is None:
             continue
+        if spec.kind == "list":
+            list_items(name, spec, value)
+            continue
         if spec.bounds is not None and value not in spec.bounds:
             raise UsageError(f"--{name}={value}: must be {spec.bounds}")
         if spec.choices is not None and value not in spec.choices:
             raise UsageError(f"--{name}={value}: must be one of {', '.join(spec.choices)}")
+
+
+_ITEM_NAMES = {int: "whole numbers", float: "numbers"}
+
+
+def list_items(name, spec, value):
+    """The items of the list setting `name` (read as its declared `items` type), or `UsageError` naming the flag
+    when one is not of that type or outside the bounds, or when the list holds too few or too many."""
+    shown = f"--{name}={','.join(map(str, value))}"
+    try:
+        items = [spec.items(v) for v in value] if spec.items else list(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{shown}: takes {_ITEM_NAMES.get(spec.items, spec.items.__name__)}") from None
+    if spec.count is not None and len(items) not in spec.count:
+        raise UsageError(f"{shown}: the number of values must be {spec.count}")
+    if spec.bounds is not None and any(item not in spec.bounds for item in items):
+        raise UsageError(f"{shown}: each must be {spec.bounds}")
+    return items
 
 
 def _paths(role, value, folder=None, suffixes=()):

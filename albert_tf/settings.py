@@ -8,7 +8,8 @@ kind from the type annotation, same default) unless the metadata says why not: `
 Fields made with plain `dataclasses.field` (or none) are not flags.
 
 A setting also declares what `albert_tf.guard` checks for every script before anything is read or written:
-`bounds=` a `Range` its value must lie in, `role=` which file or folder it names (one of `ROLES`: an input the
+`bounds=` a `Range` its value must lie in (a list's: each item's), for a list `items=` the type of its items (int,
+float: the flag's strings are read as such) and `count=` a `Range` of how many it holds, `role=` which file or folder it names (one of `ROLES`: an input the
 run reads, or an output it writes; `under=` the setting naming the folder a relative path is looked up in) and,
 for an output folder, `writes=` the names (globs) the run writes inside it. `trains=False` marks a setting that does
 not change what a training run trains (logging, evaluation, exports, where it runs): a resume may change it.
@@ -66,7 +67,8 @@ PROBABILITY = Range(0, 1)
 
 
 def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=None, flag_default=_NO_DEFAULT,
-            bounds=None, role=None, writes=(), under=None, trains=True, required=False, why=None, excludes=()):
+            bounds=None, items=None, count=None, role=None, writes=(), under=None, trains=True, required=False,
+            why=None, excludes=()):
     """A dataclass field (`default`, or required when none) carrying its flag's help text and, where they differ
     from the field, the flag's name, kind, enum choices and default; with the `bounds`, file `role`, for an
     output folder the names it `writes`, and whether a run needs it (see the module docstring)."""
@@ -75,8 +77,8 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
     if writes and role not in ("output_dir", "output_prefix"):
         raise ValueError("setting(writes=...) is for role='output_dir' or 'output_prefix'")
     metadata = {"help": help_text}
-    for key, value in (("flag", flag), ("kind", kind), ("choices", choices), ("bounds", bounds), ("role", role),
-                       ("under", under)):
+    for key, value in (("flag", flag), ("kind", kind), ("choices", choices), ("bounds", bounds), ("items", items),
+                       ("count", count), ("role", role), ("under", under)):
         if value is not None:
             metadata[key] = value
     if writes:
@@ -97,7 +99,8 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
 @dataclasses.dataclass(frozen=True)
 class FlagSpec:
     """The flag a `setting` field declares: absl kind (bool, integer, float, string, enum, list), name, default,
-    help text, for an enum its choices; and what the guard checks: `bounds`, `role`, `writes`, `under`; `required`:
+    help text, for an enum its choices; and what the guard checks: `bounds`, `items`, `count`, `role`, `writes`,
+    `under`; `required`:
     None when optional, else the flags that may stand in for it (empty: none), `why` the reason told with it;
     `excludes`: flags not given with it."""
 
@@ -107,6 +110,8 @@ class FlagSpec:
     help: str
     choices: tuple = None
     bounds: Range = None
+    items: type = None
+    count: Range = None
     role: str = None
     writes: tuple = ()
     under: str = None
@@ -133,7 +138,7 @@ def flag_spec(field):
     if default is _NO_DEFAULT:
         raise TypeError(f"{field.name}: a required field needs setting(flag_default=...)")
     return FlagSpec(kind, metadata.get("flag", field.name), default, metadata["help"], metadata.get("choices"),
-                    metadata.get("bounds"), metadata.get("role"), metadata.get("writes", ()), metadata.get("under"),
+                    metadata.get("bounds"), metadata.get("items"), metadata.get("count"), metadata.get("role"), metadata.get("writes", ()), metadata.get("under"),
                     metadata.get("required"), metadata.get("why"), metadata.get("excludes", ()))
 
 

@@ -8,9 +8,11 @@ import sys
 
 import pytest
 
-from albert_tf import guard
+from absl import flags
+
+from albert_tf import cli, guard
 from albert_tf.errors import UsageError
-from albert_tf.settings import flag_specs, setting
+from albert_tf.settings import NON_NEGATIVE, Range, flag_specs, setting
 from tests.helpers import REPO, subprocess_env
 
 
@@ -22,6 +24,7 @@ class _Request:
     num_output_shards: int = setting(1, "Shards.")
     shard_size_mb: float = setting(0.0, "MB per shard.", excludes=("num_output_shards",))
     runner: str = setting(None, "Runner.", choices=("DirectRunner", "DataflowRunner"))
+    columns: list = setting(None, "Columns.", items=int, count=Range(1, 2), bounds=NON_NEGATIVE)
 
 
 SPECS = {spec.name: spec for spec in flag_specs(_Request).values()}
@@ -63,6 +66,24 @@ def test_params_built_in_code_meet_the_choices_and_bounds_a_flag_would():
         guard.check_params(_Request(input_file="a", vocab_file="v", runner="Flink"))
     with pytest.raises(UsageError, match=r"^--spm_model_file \(or --vocab_file\) is required$"):
         guard.check_params(_Request(input_file="a"))
+
+
+@pytest.mark.parametrize("columns, message", [
+    (["a"], "--columns=a: takes whole numbers"),
+    (["1", "2", "3"], r"--columns=1,2,3: the number of values must be in \[1, 2\]"),
+    (["3", "-1"], "--columns=3,-1: each must be at least 0"),
+])
+def test_a_list_settings_items_are_read_counted_and_bounded(columns, message):
+    guard.check_values(SPECS, _values(columns=["0", "3"]))
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        guard.check_values(SPECS, _values(columns=columns))
+
+
+def test_a_list_setting_reaches_its_params_as_items_of_its_type():
+    flag_values = flags.FlagValues()
+    cli.define_flags(_Request, flag_values=flag_values)
+    flag_values(["prog", "--columns=3,4", "--input_file=a", "--vocab_file=v"])
+    assert cli.params_from_flags(_Request, flag_values).columns == [3, 4]
 
 
 @pytest.mark.slow

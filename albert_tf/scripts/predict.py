@@ -26,7 +26,7 @@ import sys
 from absl import flags, logging
 
 from albert_tf import cli
-from albert_tf.settings import POSITIVE, setting
+from albert_tf.settings import NON_NEGATIVE, POSITIVE, Range, setting
 
 FLAGS = flags.FLAGS
 
@@ -44,7 +44,8 @@ class PredictRequest:
                               role="input_file", required=("request_json",))
     output_file: str = setting("-", "Where to write the JSON lines ('-' = standard output).", role="output_file")
     batch_size: int = setting(32, "Examples per batch.", bounds=POSITIVE)
-    text_columns: list = setting(None, "Take these (0-based) tab-separated columns as the text(s), e.g. 0 or 3,4.")
+    text_columns: list = setting(None, "Take these (0-based) tab-separated columns as the text(s), e.g. 0 or 3,4.",
+                                 items=int, count=Range(1, 2), bounds=NON_NEGATIVE)
     skip_header: bool = setting(False, "The first line is a header.")
     outputs: list = setting(None, "Outputs to write (default: all of a text model; pooled_output of an encoder; add "
                                   "sequence_output for token vectors).")
@@ -58,14 +59,6 @@ cli.define_flags(PredictRequest)
 def main(argv):
     del argv  # cli.run refuses positional arguments
     request = cli.params_from_flags(PredictRequest)
-    text_columns = None
-    if request.text_columns:
-        try:
-            text_columns = [int(c) for c in request.text_columns]
-        except ValueError:
-            raise cli.UsageError(f"--text_columns takes column numbers, got {','.join(request.text_columns)}") from None
-        if len(text_columns) not in (1, 2) or min(text_columns) < 0:
-            raise cli.UsageError("--text_columns takes one or two non-negative column numbers")
 
     from albert_tf import fileio  # pylint: disable=import-outside-toplevel
     from albert_tf.serving import batch_prediction, rest  # pylint: disable=import-outside-toplevel
@@ -90,7 +83,7 @@ def main(argv):
         return
     stats = batch_prediction.predict_file(request.export_dir, request.input_file, request.output_file,
                                           encoder_dir=request.encoder_dir, batch_size=request.batch_size,
-                                          text_columns=text_columns, skip_header=request.skip_header,
+                                          text_columns=request.text_columns or None, skip_header=request.skip_header,
                                           outputs=request.outputs)
     logging.info("Wrote %d predictions (signature %s) to %s in %.1f s (%.1f examples/s)", stats["examples"],
                  stats["signature"], stats["output_file"], stats["seconds"], stats["examples_per_second"])

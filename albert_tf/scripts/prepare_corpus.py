@@ -41,7 +41,7 @@ class CorpusRequest:
     input_format: str = setting("auto", "Input format; auto: by extension (.txt text; .jsonl, .json jsonl; after "
                                         ".gz/.bz2), else jsonl when a file starts with '{', else text.",
                                 choices=("auto", *readers.FORMATS))
-    text_field: str = setting("text", "The JSON Lines field holding a document's text.")
+    text_field: str = setting("text", "The JSON Lines field holding a document's text.", required=True)
     document_per_file: bool = setting(False, "Text files: each file is one document (blank lines separate its "
                                              "paragraphs) instead of blank lines separating documents.")
     num_output_shards: int = setting(1, "Number of output files; documents go round-robin.", bounds=POSITIVE)
@@ -111,8 +111,6 @@ def main(argv):
     del argv  # cli.run refuses positional arguments
     request = cli.params_from_flags(CorpusRequest)
     cleaning = cli.params_from_flags(corpus.CleaningOptions)
-    if not request.text_field:
-        raise cli.UsageError("--text_field must not be empty")
     inputs = expand_input_patterns(request.input_file, what="--input_file")
     _check_outputs(request, inputs)
     logging.info("reading %d file(s) into %s", len(inputs), request.output_file)
