@@ -190,7 +190,8 @@ def check_required(specs, values, order=()):
             continue
         for other in specs[name].excludes:
             if other in specs and _is_set(other, specs[other], values, order):
-                raise UsageError(f"give either --{name} or --{other}, not both")
+                reason = f": {specs[name].why}" if specs[name].why else ""
+                raise UsageError(f"give either --{name} or --{other}, not both{reason}")
     for name, spec in specs.items():
         if spec.required is None or values.get(name) not in (None, "", [], (), False):
             continue

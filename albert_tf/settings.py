@@ -13,8 +13,8 @@ float: the flag's strings are read as such) and `count=` a `Range` of how many i
 run reads, or an output it writes; `under=` the setting naming the folder a relative path is looked up in) and,
 for an output folder, `writes=` the names (globs) the run writes inside it. `trains=False` marks a setting that does
 not change what a training run trains (logging, evaluation, exports, where it runs): a resume may change it.
-`required=True` a setting a run cannot do without (`required=("vocab_file",)`: unless one of those is set; `why=`
-says why, after the error), and `excludes=` the settings that may not be given with it.
+`required=True` a setting a run cannot do without (`required=("vocab_file",)`: unless one of those is set), and
+`excludes=` the settings that may not be given with it; `why=` says why, after either error.
 A new script gets every guarantee of the guard by declaring its settings; it writes no checks of its own.
 """
 
@@ -87,8 +87,8 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
         metadata["trains"] = False
     if required:
         metadata["required"] = () if required is True else tuple(required)
-        if why:
-            metadata["why"] = why
+    if why:
+        metadata["why"] = why
     if excludes:
         metadata["excludes"] = tuple(excludes)
     if flag_default is not _NO_DEFAULT:

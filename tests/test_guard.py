@@ -25,6 +25,7 @@ class _Request:
     shard_size_mb: float = setting(0.0, "MB per shard.", excludes=("num_output_shards",))
     runner: str = setting(None, "Runner.", choices=("DirectRunner", "DataflowRunner"))
     columns: list = setting(None, "Columns.", items=int, count=Range(1, 2), bounds=NON_NEGATIVE)
+    overwrite: bool = setting(False, "Replace.", excludes=("runner",), why="a runner refuses existing outputs")
 
 
 SPECS = {spec.name: spec for spec in flag_specs(_Request).values()}
@@ -58,6 +59,12 @@ def test_a_required_setting_left_unset_is_named(values, message):
 def test_settings_that_exclude_each_other_are_refused_together(order, values):
     with pytest.raises(UsageError, match="^give either --shard_size_mb or --num_output_shards, not both$"):
         guard.check_required(SPECS, _values(input_file="a", vocab_file="v", **values), order)
+
+
+def test_an_exclusion_says_why_when_its_setting_does():
+    with pytest.raises(UsageError, match="^give either --overwrite or --runner, not both: a runner refuses existing "
+                                         "outputs$"):
+        guard.check_required(SPECS, _values(input_file="a", vocab_file="v", overwrite=True, runner="DirectRunner"))
 
 
 def test_params_built_in_code_meet_the_choices_and_bounds_a_flag_would():

@@ -75,7 +75,9 @@ class PretrainingDataRequest:
                                 "process pool. docs/beam.md.")
     overwrite: bool = setting(False, "Local runs: replace output files that exist already (refused otherwise, as "
                                      "the Beam runner always refuses them). Shards of an earlier run with another "
-                                     "--num_output_shards are refused either way: a training glob would mix them in.")
+                                     "--num_output_shards are refused either way: a training glob would mix them in.",
+                              excludes=("runner",), why="with --runner, existing outputs are always refused (remove "
+                                                        "them first)")
     global_shuffle: bool = setting(True, "Spread every input shard's records over the whole output, as the "
                                          "original's in-memory shuffle does (local: the shards wait in temporary "
                                          "files, as much disk as the output; Beam: an extra shuffle of every record, "
@@ -95,8 +97,6 @@ _PIPELINE_ARGS = []
 
 def _output_files(request):
     if request.output_dir:
-        if os.path.exists(request.output_dir) and not os.path.isdir(request.output_dir):
-            raise fileio.OutputError(f"--output_dir {request.output_dir} is a file, not a directory")
         paths = pretraining.output_shard_paths(request.output_dir, request.num_output_shards)
     else:
         paths = [p for p in request.output_file.split(",") if p]
@@ -153,8 +153,6 @@ class ProgressLog:
 def _beam_outputs(request):
     """(prefix, suffix) of the Beam outputs: `<prefix>-SSSSS-of-NNNNN<suffix>` files."""
     if request.output_dir:
-        if not fileio.is_remote(request.output_dir) and os.path.isfile(request.output_dir):
-            raise fileio.OutputError(f"--output_dir {request.output_dir} is a file, not a directory")
         return request.output_dir.rstrip("/") + "/pretraining", ".tfrecord"
     if "," in request.output_file:
         raise cli.UsageError("with --runner, --output_file is one name prefix: the pipeline writes "
@@ -168,9 +166,6 @@ def _beam_main(request, config):
     except ImportError as err:
         raise cli.UsageError(f"--runner needs Apache Beam ({err}); install it with "
                              "`pip install --no-deps -r requirements-beam.txt` (docs/beam.md)") from None
-    if request.overwrite:
-        raise cli.UsageError("--overwrite is for the local runner: with --runner, existing outputs are always "
-                             "refused (remove them first)")
     prefix, suffix = _beam_outputs(request)
     logging.info("writing %s (%d files) with Beam's %s",
                  beam.output_names(prefix, request.num_output_shards, suffix)[0], request.num_output_shards,
