@@ -297,6 +297,34 @@ def test_only_this_programs_temporaries_are_removed(tmp_path):
     assert os.listdir(sidecar) == [f".x.tfrecord.partial-{os.getpid()}-0123abcd"]
 
 
+def test_outputs_make_their_own_folders_and_nothing_in_the_working_directory(tmp_path, monkeypatch):
+    """A file or checkpoint written into folders that do not exist yet creates them where it is written, and
+    nothing in the current directory (a folder named like the output's parent or file there would be a stray)."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    with fileio.atomic_write(str(tmp_path / "out" / "a" / "results.txt")) as f:
+        f.write("x")
+    with fileio.atomic_prefix(str(tmp_path / "out" / "b" / "model.ckpt")) as staged:
+        for suffix in (".index", ".data-00000-of-00001"):
+            with open(staged + suffix, "w", encoding="utf-8") as f:
+                f.write(suffix)
+    assert os.listdir(cwd) == []
+    assert (tmp_path / "out" / "a" / "results.txt").read_text() == "x"
+    assert sorted(os.listdir(tmp_path / "out" / "b")) == ["model.ckpt.data-00000-of-00001", "model.ckpt.index"]
+
+
+def test_a_file_that_exists_is_replaced_by_one_rename_not_as_a_folder(tmp_path, monkeypatch):
+    """Replacing an existing file is one rename over it (never a moment without the file); only a folder goes
+    through `replace_directory`."""
+    path = tmp_path / "eval_results.txt"
+    path.write_text("old")
+    replaced = []
+    monkeypatch.setattr(fileio, "replace_directory", lambda *a: replaced.append(a))
+    fileio.write_text(str(path), "new")
+    assert path.read_text() == "new" and replaced == []
+
+
 def test_no_write_replaces_a_protected_input(tmp_path):
     records = tmp_path / "eval_results.txt"
     records.write_text("the user's file")
@@ -310,7 +338,8 @@ def test_no_write_replaces_a_protected_input(tmp_path):
         # A checkpoint whose .index would be the input: refused before its block runs.
         index = tmp_path / "model.ckpt.index"
         with fileio.inputs_protected([("--init_checkpoint", str(index))]):
-            with pytest.raises(fileio.UsageError, match=r"model.ckpt.index would overwrite the input"):
+            with pytest.raises(fileio.UsageError, match=rf"would overwrite the input --init_checkpoint "
+                                                        rf"{re.escape(str(index))}; write the output elsewhere$"):
                 with fileio.atomic_prefix(str(tmp_path / "model.ckpt")):
                     pytest.fail("no work may start")
     assert records.read_text() == "the user's file"
