@@ -440,6 +440,12 @@ def inputs_protected(inputs):
             _protected.remove(item)
 
 
+def refuse_protected(outputs):
+    """`refuse_inputs_as_outputs(outputs, <the inputs of the runs in progress>)`: for a writer of several files
+    to check them all before it publishes the first."""
+    refuse_inputs_as_outputs(outputs, _protected)
+
+
 def refuse_inputs_as_outputs(outputs, inputs):
     """Raises `UsageError` before anything is written when an output would replace one of the inputs.
 

@@ -411,8 +411,9 @@ def create_vocab(input_patterns, model_prefix, options=None, input_sentence_size
         raise UsageError(f"{output_what}={model_prefix!r}: give a path prefix such as /tmp/vocab/30k-clean")
     files = fileio.expand_globs(input_patterns, input_what)
     paths = output_paths(model_prefix, options.model_type)
-    fileio.refuse_inputs_as_outputs([(f"{output_what} ({what})", path) for what, path in paths.items()],
-                                    [(input_what, f) for f in files])
+    outputs = [(f"{output_what} ({what})", path) for what, path in paths.items()]
+    fileio.refuse_inputs_as_outputs(outputs, [(input_what, f) for f in files])
+    fileio.refuse_protected(outputs)  # every output before the first is written
     for path in paths.values():
         if fileio.is_remote(path) or not os.path.isdir(path):
             continue

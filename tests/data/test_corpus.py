@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from albert_tf import fileio
 from albert_tf.data import corpus
 from albert_tf.data.corpus import cleaning, readers, sentences, writer
 from albert_tf.errors import DataError, UsageError
@@ -259,6 +260,18 @@ def test_writer_names(tmp_path):
     assert writer.shard_paths("/d/c.txt", 1) == ["/d/c.txt"]
     assert writer.shard_paths("/d/c.txt", 2) == ["/d/c-00000-of-00002.txt", "/d/c-00001-of-00002.txt"]
     assert writer.shard_pattern("/d/c.txt").match("c-00007-of-00010.txt")
+
+
+def test_shards_are_checked_together_so_a_refused_one_leaves_none_published(tmp_path):
+    """A shard that would replace a protected input is refused before any shard is published: no half corpus."""
+    second = tmp_path / "c-00001-of-00002.txt"
+    second.write_text("the user's file")
+    with fileio.inputs_protected([("--input_file", str(second))]):
+        with pytest.raises(UsageError, match="would overwrite the input --input_file"):
+            with writer.ShardWriter(str(tmp_path / "c.txt"), num_shards=2) as shards:
+                shards.write(["One."])
+                shards.write(["Two."])
+    assert sorted(os.listdir(tmp_path)) == ["c-00001-of-00002.txt"] and second.read_text() == "the user's file"
 
 
 # The script (each run is a fresh process).

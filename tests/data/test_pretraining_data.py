@@ -724,3 +724,17 @@ def test_command_line(tmp_path):
     assert len(records["input_ids"]) > 20
     assert bad.returncode == 1 and "error: no input files matched" in bad_out, bad_out
     assert not os.path.exists(tmp_path / "never.tfrecord")
+
+
+def test_record_writers_refuse_a_protected_input_before_opening_any_output(tmp_path):
+    """The TFRecord writers rename their own temporaries, so they check every output against the inputs of the
+    run in progress (`fileio.inputs_protected`) before the first is opened."""
+    from albert_tf import fileio  # pylint: disable=import-outside-toplevel
+    from albert_tf.errors import UsageError  # pylint: disable=import-outside-toplevel
+
+    kept = tmp_path / "b.tfrecord"
+    kept.write_text("the user's records")
+    with fileio.inputs_protected([("--input_file", str(kept))]):
+        with pytest.raises(UsageError, match=r"^--output_file .*b.tfrecord would overwrite the input --input_file"):
+            writers.AtomicRecordWriters([str(tmp_path / "a.tfrecord"), str(kept)], what="--output_file")
+    assert os.listdir(tmp_path) == ["b.tfrecord"] and kept.read_text() == "the user's records"

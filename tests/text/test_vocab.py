@@ -294,3 +294,14 @@ def test_a_new_vocabulary_runs_through_records_pretraining_export_and_predict(tm
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [json.loads(line) for line in pooled.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 2 and all(len(r["pooled_output"]) == 32 for r in rows)
+
+
+def test_a_protected_input_at_the_second_output_is_refused_before_the_first_is_written(tmp_path):
+    """`<prefix>.vocab` that is an input of the run in progress is refused before `<prefix>.model` is written."""
+    kept = tmp_path / "v.vocab"
+    kept.write_text("the user's vocabulary")
+    with fileio.inputs_protected([("--vocab_file", str(kept))]):
+        with pytest.raises(UsageError, match="would overwrite the input --vocab_file"):
+            vocab.create_vocab(CORPUS, str(tmp_path / "v"), vocab.SentencePieceOptions(**SMALL),
+                               input_sentence_size=SAMPLE)
+    assert os.listdir(tmp_path) == ["v.vocab"] and kept.read_text() == "the user's vocabulary"

@@ -112,6 +112,7 @@ class ShardWriter:
                                                  f"{fileio.describe(err)}") from None
             if exc_type is None:
                 self.paths = shard_paths(self.output_file, len(self._staged))
+                fileio.refuse_protected([(f"{self.what} {path}", path) for path in self.paths])  # all, then any
                 for (tmp, *_), path in zip(self._staged, self.paths):
                     with fileio.atomic_path(path, f"{self.what} {path}") as target:
                         _rename(tmp, target)

@@ -106,6 +106,7 @@ class AtomicRecordWriters:
         self._writers = []
         self._next = 0
         self._created_dirs = []  # local directories this object made (deepest last), removed again on abort
+        fileio.refuse_protected([(f"{what} {path}", path) for path in self.paths])
         try:
             for path in self.paths:
                 self._check_target(path)
