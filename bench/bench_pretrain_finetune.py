@@ -685,21 +685,13 @@ def lowres_size(work_dir, store, task, n, model, config, seeds):
           f"{s['warmup_steps']}, dev eval every {s['eval_every']}; sweep {', '.join(map(str, grid))} on seed "
           f"{plan[0]} for both arms, then seeds {', '.join(map(str, plan))} at each arm's chosen rate", flush=True)
     arms = ["pretrained", "scratch"]
-    for widening in range(FLAGS.lr_grid_widen + 1):
-        for lr in grid:
-            for arm in arms:
-                record = lowres_run(work_dir, store, task, n, subset, arm, 1, lr, plan[0], model, config)
-                entry["sweep"].setdefault(arm, {})[f"{lr:g}"] = {k: record[k] for k in (
-                    "dev_accuracy", "dev_f1", "best_dev_accuracy", "constant_final")}
-        for arm in arms:
-            entry["chosen_lr"][arm], entry["one_class_rates"][arm] = label_subsets.choose_rate(
-                grid, entry["sweep"][arm])
-        wider = label_subsets.widened_grid(grid, entry["chosen_lr"])
-        if wider is None or widening == FLAGS.lr_grid_widen:
-            break
-        added = ", ".join(f"{lr:g}" for lr in wider if lr not in grid)
-        print(f"  a chosen rate is at the sweep's edge: both arms swept at {added} too", flush=True)
-        grid = wider
+
+    def run(arm, lr):
+        record = lowres_run(work_dir, store, task, n, subset, arm, 1, lr, plan[0], model, config)
+        return {k: record[k] for k in ("dev_accuracy", "dev_f1", "best_dev_accuracy", "constant_final")}
+
+    grid, entry["sweep"], entry["chosen_lr"], entry["one_class_rates"] = label_subsets.sweep_rates(
+        grid, arms, run, FLAGS.lr_grid_widen, log=lambda line: print(line, flush=True))
     entry["grid"] = grid
     print("  chosen rates: " + ", ".join(f"{arm} {lr:g}" + one_class_note(entry["one_class_rates"][arm], grid)
                                          for arm, lr in entry["chosen_lr"].items()), flush=True)

@@ -223,36 +223,21 @@ def test_rate_choice_skips_collapsed_runs_and_an_edge_choice_widens_the_grid_for
     assert subsets.widened_grid(grid, {"pretrained": 3e-4, "scratch": 1e-4}) is None
 
 
-def test_a_sweep_whose_choice_sits_on_the_edge_runs_both_arms_at_the_next_rate(tmp_path, monkeypatch):
-    from absl.testing import flagsaver
-
-    from bench import bench_pretrain_finetune as bench
-
+def test_a_sweep_whose_choice_sits_on_the_edge_runs_both_arms_at_the_next_rate():
     subsets = _label_subsets()
-    glue_dir, _ = _glue_sst2(tmp_path)
     best = {"pretrained": 3e-3, "scratch": 1e-4}  # the pretrained arm's best lies above the grid's 1e-3
-    ran = []
+    ran, lines = [], []
 
-    def fake_run(work_dir, store, task, n, subset, arm, factor, lr, seed, model, config):
-        ran.append((arm, factor, lr, seed))
-        return {"seed": seed, "learning_rate": lr, "steps": 40, "dev_f1": None, "constant_final": False,
-                "dev_accuracy": 70 - abs(math.log10(lr / best[arm])), "best_dev_accuracy": 70.0}
+    def run(arm, rate):
+        ran.append((arm, rate))
+        return {"dev_accuracy": 70 - abs(math.log10(rate / best[arm])), "constant_final": False}
 
-    monkeypatch.setattr(bench, "lowres_run", fake_run)
-    store = subsets.ResultStore(str(tmp_path / "lowres.json"), {})
-    store.data["results"] = {}
-    was_parsed = bench.FLAGS.is_parsed()
-    bench.FLAGS.mark_as_parsed()
-    try:
-        with flagsaver.as_parsed(lr_grid="1e-4,3e-4,1e-3", glue_dir=glue_dir, lr_grid_widen="2",
-                                 scratch_long_factor="0"):
-            bench.lowres_size(str(tmp_path), store, "sst-2", 9, {}, None, [1, 2, 3, 4, 5])
-    finally:
-        if not was_parsed:
-            bench.FLAGS.unparse_flags()
-    entry = store.data["results"]["sst-2"]["9"]
-    assert entry["chosen_lr"] == {"pretrained": 3e-3, "scratch": 1e-4}
-    assert entry["grid"] == pytest.approx([3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2])
-    swept = {(arm, lr) for arm, factor, lr, seed in ran if seed == 1}
-    assert swept == {(arm, lr) for arm in best for lr in entry["grid"]}  # both arms at every rate, new ones too
-    assert [lr for arm, _, lr, seed in ran if seed > 1 and arm == "pretrained"] == [3e-3] * 4
+    grid, sweep, chosen, one_class = subsets.sweep_rates([1e-3, 1e-4, 3e-4], list(best), run, 2, log=lines.append)
+    assert chosen == {"pretrained": 3e-3, "scratch": 1e-4} and one_class == {"pretrained": [], "scratch": []}
+    assert grid == pytest.approx([3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2])  # up once for one arm, down for the other
+    assert sorted(ran) == sorted((arm, rate) for arm in best for rate in grid)  # each arm once at every rate
+    assert set(sweep["pretrained"]) == {f"{rate:g}" for rate in grid}
+    assert lines == ["  a chosen rate is at the sweep's edge: every arm swept at 3e-05, 0.003 too",
+                     "  a chosen rate is at the sweep's edge: every arm swept at 0.01 too"]
+    # no widening allowed: the choice stays on the edge of the grid given
+    assert subsets.sweep_rates([1e-4, 1e-3], list(best), run, 0, log=lines.append)[2]["pretrained"] == 1e-3

@@ -161,6 +161,29 @@ def widened_grid(grid, chosen):
     return wider if wider != grid else None
 
 
+def sweep_rates(grid, arms, run, widen, log=print):
+    """The learning-rate sweep of a size: `run(arm, rate)` (a record with dev_accuracy, constant_final) for every
+    arm at every rate of `grid`, each arm's rate chosen (`choose_rate`), and while a chosen rate is on the grid's
+    edge, every arm run at the next rate beyond it too (`widened_grid`), at most `widen` times. Returns (the grid
+    swept, {arm: {rate name: record}}, {arm: chosen rate}, {arm: its one-class rates})."""
+    grid = sorted(grid)
+    sweep, chosen, one_class = {arm: {} for arm in arms}, {}, {}
+    for widening in range(widen + 1):
+        for rate in grid:
+            for arm in arms:
+                if f"{rate:g}" not in sweep[arm]:
+                    sweep[arm][f"{rate:g}"] = run(arm, rate)
+        for arm in arms:
+            chosen[arm], one_class[arm] = choose_rate(grid, sweep[arm])
+        wider = widened_grid(grid, chosen)
+        if wider is None or widening == widen:
+            break
+        log(f"  a chosen rate is at the sweep's edge: every arm swept at "
+            f"{', '.join(f'{rate:g}' for rate in wider if rate not in grid)} too")
+        grid = wider
+    return grid, sweep, chosen, one_class
+
+
 class ResultStore:
     """The results JSON of a low-resource run, rewritten atomically (a temporary file renamed into place, so a
     killed run leaves the previous file) after every fine-tuning run. A new run with the same `settings` resumes
