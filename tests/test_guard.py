@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from absl import flags
 
 from albert_tf import cli, guard

@@ -39,7 +39,11 @@ from albert_tf.serving.squad import export_squad_model
 from albert_tf.settings import NON_NEGATIVE, POSITIVE, PROBABILITY, Range, setting
 from albert_tf.tasks.base import TaskBase, check_vocab_size
 from albert_tf.tasks.common_settings import (
-    albert_config_setting, init_checkpoint_setting, output_dir_setting, spm_model_file_setting)
+    albert_config_setting,
+    init_checkpoint_setting,
+    output_dir_setting,
+    spm_model_file_setting,
+)
 from albert_tf.text.tokenization import FullTokenizer
 from albert_tf.train import distribution, runner
 from albert_tf.train.ordered_prediction import predict_in_order

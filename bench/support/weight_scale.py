@@ -95,8 +95,8 @@ def main(argv):
         a, b = (float(np.sqrt(np.mean(np.square(np.asarray(w))))) for w in (fresh, trained))
         ratio = f"{b / a:6.1f}x" if a > 0 else "      -"
         lines.append(f"  {trained.path:<78s} {a:.4f} / {b:.4f} / {ratio}")
-    lines += ["", f"linear probe dev accuracy (%) on frozen features, {len(dev['label_ids'])} dev examples; "
-                  f"training examples {', '.join(map(str, sizes))}"]
+    lines += ["", (f"linear probe dev accuracy (%) on frozen features, {len(dev['label_ids'])} dev examples; "
+                   f"training examples {', '.join(map(str, sizes))}")]
     for arm, model in models.items():
         f_train, f_dev = features(model, train), features(model, dev)
         for name in f_train:

@@ -266,11 +266,11 @@ def test_shards_are_checked_together_so_a_refused_one_leaves_none_published(tmp_
     """A shard that would replace a protected input is refused before any shard is published: no half corpus."""
     second = tmp_path / "c-00001-of-00002.txt"
     second.write_text("the user's file")
-    with fileio.inputs_protected([("--input_file", str(second))]):
-        with pytest.raises(UsageError, match="would overwrite the input --input_file"):
-            with writer.ShardWriter(str(tmp_path / "c.txt"), num_shards=2) as shards:
-                shards.write(["One."])
-                shards.write(["Two."])
+    with fileio.inputs_protected([("--input_file", str(second))]), \
+            pytest.raises(UsageError, match="would overwrite the input --input_file"), \
+            writer.ShardWriter(str(tmp_path / "c.txt"), num_shards=2) as shards:
+        shards.write(["One."])
+        shards.write(["Two."])
     assert sorted(os.listdir(tmp_path)) == ["c-00001-of-00002.txt"] and second.read_text() == "the user's file"
 
 

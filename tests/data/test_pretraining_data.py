@@ -734,7 +734,7 @@ def test_record_writers_refuse_a_protected_input_before_opening_any_output(tmp_p
 
     kept = tmp_path / "b.tfrecord"
     kept.write_text("the user's records")
-    with fileio.inputs_protected([("--input_file", str(kept))]):
-        with pytest.raises(UsageError, match=r"^--output_file .*b.tfrecord would overwrite the input --input_file"):
-            writers.AtomicRecordWriters([str(tmp_path / "a.tfrecord"), str(kept)], what="--output_file")
+    with fileio.inputs_protected([("--input_file", str(kept))]), \
+            pytest.raises(UsageError, match=r"^--output_file .*b.tfrecord would overwrite the input --input_file"):
+        writers.AtomicRecordWriters([str(tmp_path / "a.tfrecord"), str(kept)], what="--output_file")
     assert os.listdir(tmp_path) == ["b.tfrecord"] and kept.read_text() == "the user's records"

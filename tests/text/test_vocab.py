@@ -300,8 +300,8 @@ def test_a_protected_input_at_the_second_output_is_refused_before_the_first_is_w
     """`<prefix>.vocab` that is an input of the run in progress is refused before `<prefix>.model` is written."""
     kept = tmp_path / "v.vocab"
     kept.write_text("the user's vocabulary")
-    with fileio.inputs_protected([("--vocab_file", str(kept))]):
-        with pytest.raises(UsageError, match="would overwrite the input --vocab_file"):
-            vocab.create_vocab(CORPUS, str(tmp_path / "v"), vocab.SentencePieceOptions(**SMALL),
-                               input_sentence_size=SAMPLE)
+    with fileio.inputs_protected([("--vocab_file", str(kept))]), \
+            pytest.raises(UsageError, match="would overwrite the input --vocab_file"):
+        vocab.create_vocab(CORPUS, str(tmp_path / "v"), vocab.SentencePieceOptions(**SMALL),
+                           input_sentence_size=SAMPLE)
     assert os.listdir(tmp_path) == ["v.vocab"] and kept.read_text() == "the user's vocabulary"
