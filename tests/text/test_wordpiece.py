@@ -2,6 +2,8 @@
 
 import collections
 import os
+import string
+import unicodedata
 
 import pytest
 
@@ -145,3 +147,62 @@ def test_chinese_tiny_config_matches_the_vocabulary(zh):
     assert (config.num_hidden_layers, config.hidden_size, config.embedding_size) == (4, 312, 128)
     ids = encode_pair(zh, "我爱北京天安门。", None, 16)[0]
     assert max(ids) < config.vocab_size
+
+
+# The character classes, pinned against independent references: the original's CJK blocks (its
+# `_is_chinese_char`, read from google-research/albert's tokenization.py), Python's `string.punctuation` for ASCII
+# and Unicode's categories for the rest.
+ORIGINAL_CJK_BLOCKS = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+                       (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
+def test_cjk_ideographs_are_the_originals_blocks_to_the_code_point():
+    edges = {cp + d for lo, hi in ORIGINAL_CJK_BLOCKS for cp in (lo, hi) for d in (-1, 0, 1)}
+    for cp in sorted(edges):
+        expected = any(lo <= cp <= hi for lo, hi in ORIGINAL_CJK_BLOCKS)
+        assert wordpiece.is_chinese_char(cp) is expected, hex(cp)
+    named = [cp for cp in range(0x3400, 0x2CEB0) if unicodedata.name(chr(cp), "").startswith(
+        ("CJK UNIFIED IDEOGRAPH-", "CJK COMPATIBILITY IDEOGRAPH-"))]
+    assert len(named) > 80000 and all(wordpiece.is_chinese_char(cp) for cp in named)
+    assert not any(wordpiece.is_chinese_char(ord(c)) for c in "aÅ한カｶ、。")  # Hangul, kana: not ideographs
+    assert wordpiece.BasicTokenizer().tokenize("ab\u4e00cd\U0002a6dfe") == ["ab", "\u4e00", "cd", "\U0002a6df", "e"]
+
+
+def test_ascii_punctuation_is_exactly_pythons_and_the_rest_unicodes_p_categories():
+    for cp in range(128):
+        assert wordpiece.is_punctuation(chr(cp)) is (chr(cp) in string.punctuation), cp
+    for c in "«»¿、。「」—‘’":
+        assert wordpiece.is_punctuation(c) is True, c
+    for c in "€£©±\u00a0é":
+        assert wordpiece.is_punctuation(c) is False, c
+
+
+def test_whitespace_and_control_classes_return_booleans():
+    for c in " \t\n\r\u00a0\u3000\u2009":
+        assert wordpiece.is_whitespace(c) is True, repr(c)
+    for c in "a\x0b\u200b":
+        assert wordpiece.is_whitespace(c) is False, repr(c)
+    for c in "\t\n\r":
+        assert wordpiece.is_control(c) is False, repr(c)
+    assert wordpiece.is_control("\x07") is True and wordpiece.is_control("\u200b") is True
+    assert wordpiece.BasicTokenizer().tokenize("a\tb\u3000c\u200bd") == ["a", "b", "cd"]
+
+
+def test_the_final_newline_ends_the_last_token_and_a_folder_is_no_vocabulary(tmp_path):
+    assert list(wordpiece.parse_vocab("[UNK]\na\n")) == ["[UNK]", "a"]
+    assert list(wordpiece.parse_vocab("[UNK]\na\n\n")) == ["[UNK]", "a", " "]  # a blank last line is a token
+    with pytest.raises(TokenizerError, match="WordPiece vocabulary file not found"):
+        wordpiece.load_vocab(str(tmp_path))
+
+
+def test_defaults_lowercase_and_bytes_are_read_as_utf8(tmp_path):
+    vocab = collections.OrderedDict((t, i) for i, t in enumerate(["[UNK]", "cafe", "x", "##e"]))
+    assert wordpiece.BasicTokenizer().tokenize("Café X".encode()) == ["cafe", "x"]
+    assert wordpiece.WordpieceTokenizer(vocab).tokenize("cafe x".encode()) == ["cafe", "x"]
+    text = wordpiece.WordpieceTextTokenizer(vocab, vocab_file="v.txt")
+    assert (text.vocab_file, text.do_lower_case, text.unk_token, text.max_input_chars_per_word) == (
+        "v.txt", True, "[UNK]", 200)
+    assert text.tokenize("CAFÉ") == ["cafe"]
+    path = tmp_path / "v.txt"
+    path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    assert wordpiece.WordpieceTextTokenizer.from_file(str(path)).tokenize("X") == ["x"]
