@@ -37,7 +37,9 @@ class OwnData:
     """Your own CSV/TSV files instead of a GLUE task: each field is this script's flag of the same name."""
 
     train_file: str = setting(None, "Your own data: the training file (CSV/TSV).", role="input_file",
-                              under="data_dir")
+                              under="data_dir", required=("data_dir", "dev_file", "test_file"),
+                              why="a GLUE --task_name reads its files from --data_dir; your own data comes from "
+                                  "--train_file, --dev_file and --test_file")
     dev_file: str = setting(None, "Your own data: the dev file.", role="input_file", under="data_dir")
     test_file: str = setting(None, "Your own data: the test file (no label column needed).", role="input_file",
                              under="data_dir")
@@ -71,9 +73,6 @@ def _processor():
             text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column, label_column=FLAGS.label_column,
             guid_column=FLAGS.guid_column, delimiter=FLAGS.delimiter, header=FLAGS.has_header,
             labels=FLAGS.label_list or None, regression=FLAGS.regression, data_dir=FLAGS.data_dir)
-    if not FLAGS.data_dir:
-        raise cli.UsageError("--data_dir is required for a GLUE task (or give your own --train_file/--dev_file/"
-                             "--test_file)")
     try:
         return glue.get_processor(FLAGS.task_name)
     except glue.UnknownTaskError as err:
