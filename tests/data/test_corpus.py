@@ -323,3 +323,12 @@ def test_script_refuses_an_output_that_is_an_input(tmp_path):
     result = run_script("prepare_corpus.py", [f"--input_file={path}", f"--output_file={path}"])
     assert_one_line_error(result, "--output_file", "in.txt", status=2)
     assert _read([path]) == [TEXT]
+
+
+def test_cleaning_defaults_normalise_and_blank_paragraphs_go():
+    """The project's own defaults, pinned by what they do: whitespace normalised and controls dropped unless asked
+    otherwise; a paragraph left blank by cleaning is dropped from its document, not kept as an empty line."""
+    assert cleaning.normalize("a \t b\x01 ") == "a b"
+    assert cleaning.Cleaner().clean(["x  y\x01", "   ", "\ufeff", "z"]) == ["x y", "z"]
+    kept_as_is = cleaning.Cleaner(cleaning.CleaningOptions(normalize_whitespace=False))
+    assert kept_as_is.clean(["x  y", "", "z\nw"]) == ["x  y", "z w"]
