@@ -332,3 +332,62 @@ def test_cleaning_defaults_normalise_and_blank_paragraphs_go():
     assert cleaning.Cleaner().clean(["x  y\x01", "   ", "\ufeff", "z"]) == ["x y", "z"]
     kept_as_is = cleaning.Cleaner(cleaning.CleaningOptions(normalize_whitespace=False))
     assert kept_as_is.clean(["x  y", "", "z\nw"]) == ["x  y", "z w"]
+
+
+# The readers' edges (readers.py's mutation survivors).
+
+def test_the_extension_under_the_compression_decides_the_format(tmp_path):
+    line = json.dumps({"text": "A braced line."})
+    assert _docs(_write(tmp_path / "a.txt.gz", line + "\n", "gz")) == [(1, [line])]  # .txt: text, braces or not
+    assert readers.input_format("b.jsonl.bz2", b"plain words") == "jsonl"
+    assert readers.input_format("c.data.gz", b"  {") == "jsonl" and readers.input_format("c.data", b"x") == "text"
+
+
+@pytest.mark.parametrize("body, binary", [
+    (b"\t\n\x0b\x0c\r" * 200 + b"words", False),  # tabs, line and page breaks are text
+    (b"\x01" * 6 + b"a" * 94, True),  # 6 % control bytes
+    (b"\x1f" * 6 + b"a" * 94, True),
+    (b"\x08" * 6 + b"a" * 94, True),
+    (b"\x0e" * 6 + b"a" * 94, True),
+    (b"\x7f" * 6 + b"a" * 94, True),
+    (b"\x01" * 5 + b"a" * 95, False),  # 5 % is still text
+    (b"\x01" + b"a" * 99, False),
+])
+def test_text_with_more_than_5_percent_control_bytes_is_refused_as_binary(tmp_path, body, binary):
+    path = _write(tmp_path / "in.txt", body)
+    if binary:
+        with pytest.raises(DataError, match=r"looks binary \(6 control bytes in the first 100\)"):
+            _docs(path)
+    else:
+        assert _docs(path)
+
+
+def test_progress_is_zero_before_and_after_reading_and_grows_while_reading(tmp_path):
+    path = _write(tmp_path / "in.txt", TEXT * 2000)
+    corpus_file = readers.CorpusFile(path)
+    assert corpus_file.format is None and corpus_file.bytes_read == 0
+    documents = corpus_file.documents()
+    next(documents)
+    assert corpus_file.format == "text" and corpus_file.bytes_read > 0
+    assert sum(1 for _ in documents) == 4000 and corpus_file.bytes_read == 0  # copies join at their seams
+
+
+def test_damaged_input_and_a_json_array_say_what_is_wrong(tmp_path):
+    whole = gzip.compress(TEXT.encode() * 50)
+    path = _write(tmp_path / "cut.txt.gz", whole[:len(whole) // 2])
+    with pytest.raises(DataError, match=r"cannot read input file .*cut.txt.gz: Compressed file ended before"):
+        _docs(path)
+    array = _write(tmp_path / "a.jsonl", '[\n  {"text": "x"}\n]\n')  # a pretty-printed JSON array
+    with pytest.raises(DataError, match=r"a.jsonl:1: not a JSON object: .*\(a JSON array\? give JSON Lines"):
+        _docs(array)
+    assert _docs(_write(tmp_path / "b.jsonl", '{"text": "x"}\n')) == [(1, ["x"])]
+
+
+def test_a_remote_corpus_file_is_read_through_tensorflows_file_system():
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    path = "ram://corpus-reader/in.txt"
+    with tf.io.gfile.GFile(path, "wb") as f:
+        f.write(TEXT.encode())
+    assert readers.file_size(path) == len(TEXT.encode())
+    assert [d.line for d in readers.CorpusFile(path).documents()] == [1, 4, 7]
