@@ -391,3 +391,47 @@ def test_a_remote_corpus_file_is_read_through_tensorflows_file_system():
         f.write(TEXT.encode())
     assert readers.file_size(path) == len(TEXT.encode())
     assert [d.line for d in readers.CorpusFile(path).documents()] == [1, 4, 7]
+
+
+# The shard writer (writer.py's mutation survivors).
+
+def test_one_shard_by_default_and_documents_round_robin_over_a_fixed_count(tmp_path):
+    single = writer.ShardWriter(str(tmp_path / "one.txt"))
+    assert single.paths == []  # nothing published before the block ends
+    with single as shards:
+        shards.write(["A.", "B."])
+        shards.write(["C."])
+    assert single.paths == [str(tmp_path / "one.txt")] and (tmp_path / "one.txt").read_text() == "A.\nB.\n\nC.\n"
+    with writer.ShardWriter(str(tmp_path / "rr.txt"), num_shards=3) as shards:
+        for k in range(7):
+            shards.write([f"Doc {k}.", "End."])
+    texts = [open(p, encoding="utf-8").read() for p in shards.paths]
+    assert texts == ["Doc 0.\nEnd.\n\nDoc 3.\nEnd.\n\nDoc 6.\nEnd.\n", "Doc 1.\nEnd.\n\nDoc 4.\nEnd.\n",
+                     "Doc 2.\nEnd.\n\nDoc 5.\nEnd.\n"]
+    assert (shards.documents, shards.sentences) == (7, 14)
+    assert shards.bytes_written == sum(len(t.encode()) for t in texts)
+
+
+def test_a_size_capped_shard_closes_once_it_holds_the_size(tmp_path):
+    with writer.ShardWriter(str(tmp_path / "s.txt"), num_shards=0, shard_bytes=10) as shards:
+        shards.write(["12345678."])  # 10 bytes: the shard holds the size, the next document starts a new one
+        shards.write(["1234."])  # 6 bytes
+        shards.write(["12."])  # 1 + 4 bytes: 11 in all, reached by the document that passes the size
+        shards.write(["Last."])
+    assert [os.path.basename(p) for p in shards.paths] == ["s-00000-of-00003.txt", "s-00001-of-00003.txt",
+                                                           "s-00002-of-00003.txt"]
+    assert [open(p, encoding="utf-8").read() for p in shards.paths] == ["12345678.\n", "1234.\n\n12.\n", "Last.\n"]
+
+
+def test_shards_reach_a_remote_file_system_whole_or_not_at_all():
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    base = "ram://corpus-writer"
+    with writer.ShardWriter(f"{base}/ok.txt", num_shards=2) as shards:
+        shards.write(["One."])
+        shards.write(["Two."])
+    assert [tf.io.gfile.GFile(p).read() for p in shards.paths] == ["One.\n", "Two.\n"]
+    with pytest.raises(RuntimeError), writer.ShardWriter(f"{base}/failed.txt", num_shards=2) as shards:
+        shards.write(["One."])
+        raise RuntimeError("stopped")
+    assert not [name for _, _, names in tf.io.gfile.walk(base) for name in names if "failed" in name]
