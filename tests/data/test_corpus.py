@@ -3,6 +3,7 @@
 create_pretraining_data), and the script's summary and one-line errors."""
 
 import bz2
+import dataclasses
 import gzip
 import json
 import os
@@ -435,3 +436,32 @@ def test_shards_reach_a_remote_file_system_whole_or_not_at_all():
         shards.write(["One."])
         raise RuntimeError("stopped")
     assert not [name for _, _, names in tf.io.gfile.walk(base) for name in names if "failed" in name]
+
+
+# The pipeline's progress and summary (pipeline.py's mutation survivors).
+
+def test_progress_is_reported_every_n_documents_after_each_file_and_at_the_end(tmp_path):
+    inputs = _corpus(tmp_path)  # 13 documents in the first file, 6 in the second
+    seen = []
+    stats = corpus.prepare_corpus(inputs, str(tmp_path / "c.txt"), progress_every=5,
+                                  progress=lambda s: seen.append(dataclasses.replace(s)))
+    assert [(s.files_done, s.documents_read) for s in seen] == [(0, 5), (0, 10), (1, 13), (1, 15), (2, 19)]
+    first_size = os.path.getsize(inputs[0])
+    done = [s.bytes_done for s in seen]
+    assert done == sorted(done) and 0 < done[0] <= first_size == done[2] and done[-1] == stats.bytes_total
+    elapsed = [s.elapsed_seconds for s in seen]
+    assert elapsed == sorted(elapsed) and 0 < elapsed[-1] <= stats.elapsed_seconds < 600
+
+
+def test_progress_defaults_to_every_thousand_documents(tmp_path):
+    path = _write(tmp_path / "many.txt", "".join(f"Document number {i}.\n\n" for i in range(2001)))
+    seen = []
+    corpus.prepare_corpus([path], str(tmp_path / "c.txt"), progress=lambda s: seen.append(s.documents_read))
+    assert seen == [1000, 2000, 2001]
+
+
+def test_the_summary_lists_up_to_four_outputs_and_elides_more():
+    four = corpus.CorpusStats(outputs=["a", "b", "c", "d"]).summary().splitlines()[-1]
+    five = corpus.CorpusStats(outputs=["a", "b", "c", "d", "e"]).summary().splitlines()[-1]
+    assert four.endswith("into 4 file(s): a, b, c, d") and five.endswith("into 5 file(s): a ... e")
+    assert corpus.CorpusStats().summary().splitlines()[0] == "read 0 files, 0.0 MB, 0 documents in 0.0 s (0.00 MB/s)"
