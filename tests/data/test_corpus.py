@@ -422,6 +422,10 @@ def test_a_size_capped_shard_closes_once_it_holds_the_size(tmp_path):
     assert [os.path.basename(p) for p in shards.paths] == ["s-00000-of-00003.txt", "s-00001-of-00003.txt",
                                                            "s-00002-of-00003.txt"]
     assert [open(p, encoding="utf-8").read() for p in shards.paths] == ["12345678.\n", "1234.\n\n12.\n", "Last.\n"]
+    with writer.ShardWriter(str(tmp_path / "t.txt"), num_shards=0, shard_bytes=10) as shards:
+        shards.write(["1234567."])  # 9 bytes: one short of the size, so the next document joins it
+        shards.write(["X."])
+    assert [open(p, encoding="utf-8").read() for p in shards.paths] == ["1234567.\n\nX.\n"]
 
 
 def test_shards_reach_a_remote_file_system_whole_or_not_at_all():
@@ -432,6 +436,9 @@ def test_shards_reach_a_remote_file_system_whole_or_not_at_all():
         shards.write(["One."])
         shards.write(["Two."])
     assert [tf.io.gfile.GFile(p).read() for p in shards.paths] == ["One.\n", "Two.\n"]
+    with writer.ShardWriter(f"{base}/ok.txt", num_shards=2) as shards:  # replaced; the second shard empty
+        shards.write(["Three."])
+    assert [tf.io.gfile.GFile(p).read() for p in shards.paths] == ["Three.\n", ""]
     with pytest.raises(RuntimeError), writer.ShardWriter(f"{base}/failed.txt", num_shards=2) as shards:
         shards.write(["One."])
         raise RuntimeError("stopped")

@@ -75,6 +75,7 @@ class ShardWriter:
                 import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
                 handle = tf.io.gfile.GFile(tmp, "wb")
+                handle.write(b"")  # a GFile makes its file at the first write: an empty shard must exist too
             else:
                 handle = open(tmp, "wb")  # pylint: disable=consider-using-with
         except OSError as err:
