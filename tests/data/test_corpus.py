@@ -472,3 +472,14 @@ def test_the_summary_lists_up_to_four_outputs_and_elides_more():
     five = corpus.CorpusStats(outputs=["a", "b", "c", "d", "e"]).summary().splitlines()[-1]
     assert four.endswith("into 4 file(s): a, b, c, d") and five.endswith("into 5 file(s): a ... e")
     assert corpus.CorpusStats().summary().splitlines()[0] == "read 0 files, 0.0 MB, 0 documents in 0.0 s (0.00 MB/s)"
+
+
+def test_no_document_left_is_one_error_with_the_counts_and_one_document_is_enough(tmp_path):
+    path = _write(tmp_path / "in.txt", "Short.\n\n\n\nShort.\n")
+    options = corpus.CleaningOptions(min_document_chars=10)
+    with pytest.raises(DataError, match=r"no document to write from 1 input file\(s\) \(2 read: 0 empty, 2 short, "
+                                        r"0 duplicate\); nothing was written"):
+        corpus.prepare_corpus([path], str(tmp_path / "out.txt"), cleaning=options)
+    assert os.listdir(tmp_path) == ["in.txt"]
+    one = _write(tmp_path / "one.txt", "Just one document here.\n")
+    assert corpus.prepare_corpus([one], str(tmp_path / "out.txt")).documents_written == 1
