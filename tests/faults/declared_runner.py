@@ -81,7 +81,7 @@ def main():
     script = sys.argv[1]
     module, declared = declarations(script)
     if len(sys.argv) == 2:
-        print(json.dumps(declared))
+        print(json.dumps(declared, default=lambda value: value.__name__))  # a list setting's item type
         return
     with open(sys.argv[3], encoding="utf-8") as f:
         cases = json.load(f)

@@ -143,9 +143,11 @@ def test_declared_outputs_are_held_for_the_run(script, tmp_path):
             _check(script, case_id, result, 1, [out, "thesis.tex"], before, root)
 
 
-def _outside(bounds, kind):
-    """A value just outside `bounds` (a `settings.Range` as a dict), of the flag's kind."""
-    step = 1 if kind == "integer" else 0.5
+def _outside(spec):
+    """A value just outside a setting's bounds (a `settings.Range` as a dict), of the flag's kind (of its items, for
+    a list)."""
+    bounds = spec["bounds"]
+    step = 1 if spec["kind"] == "integer" or spec.get("items") == "int" else 0.5
     if bounds["low"] is not None:
         low = bounds["low"]
         return low if bounds["low_open"] else low - step
@@ -160,11 +162,10 @@ def test_declared_bounds_are_enforced(script, tmp_path):
     anything runs; the first of several such flags (in the order given) is the one named."""
     specs = declared(script)
     bounded = {n: s for n, s in specs.items() if s["bounds"]}
-    cases = [(name, [f"--{name}={_outside(spec['bounds'], spec['kind'])}"]) for name, spec in bounded.items()]
+    cases = [(name, [f"--{name}={_outside(spec)}"]) for name, spec in bounded.items()]
     if len(bounded) > 1:
         first, second = list(bounded)[-1], list(bounded)[0]
-        cases.append((first, [f"--{first}={_outside(bounded[first]['bounds'], bounded[first]['kind'])}",
-                              f"--{second}={_outside(bounded[second]['bounds'], bounded[second]['kind'])}"]))
+        cases.append((first, [f"--{first}={_outside(bounded[first])}", f"--{second}={_outside(bounded[second])}"]))
     (tmp_path / "cases.json").write_text(json.dumps([{"argv": argv} for _, argv in cases]))
     results = _runner(script, "--cases", str(tmp_path / "cases.json"))
     for (name, argv), result in zip(cases, results):
