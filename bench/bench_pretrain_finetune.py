@@ -405,6 +405,8 @@ def one_class_note(rates, grid):
 
 def tune_and_compare(work_dir, task, final_checkpoint, config, report):
     """The protocol of the module docstring, steps 4a-d and 5, for one task; fills `report[task]`."""
+    from bench.support import label_subsets  # pylint: disable=import-outside-toplevel
+
     grid = [float(x) for x in FLAGS.lr_grid]
     seeds = [int(x) for x in FLAGS.seeds]
     inits = {"pretrained": final_checkpoint, "scratch": None}
@@ -421,11 +423,8 @@ def tune_and_compare(work_dir, task, final_checkpoint, config, report):
             write_results(report)
     entry["one_class_rates"] = {}
     for arm in inits:
-        sweep = entry["sweep"][arm]
-        one_class = [lr for lr in grid if sweep[f"{lr:g}"]["constant_final"]]
-        eligible = [lr for lr in grid if lr not in one_class] or grid
-        entry["one_class_rates"][arm] = one_class
-        entry["chosen_lr"][arm] = max(eligible, key=lambda lr, sweep=sweep: sweep[f"{lr:g}"]["final"])
+        entry["chosen_lr"][arm], entry["one_class_rates"][arm] = label_subsets.choose_rate(
+            grid, entry["sweep"][arm], score="final")
     print(f"  chosen rates (best final dev accuracy on seed {seeds[0]} among the models that predict more than one "
           "class): " + ", ".join(f"{arm} {lr:g}" + one_class_note(entry["one_class_rates"][arm], grid)
                                  for arm, lr in entry["chosen_lr"].items()), flush=True)

@@ -241,3 +241,11 @@ def test_a_sweep_whose_choice_sits_on_the_edge_runs_both_arms_at_the_next_rate()
                      "  a chosen rate is at the sweep's edge: every arm swept at 0.01 too"]
     # no widening allowed: the choice stays on the edge of the grid given
     assert subsets.sweep_rates([1e-4, 1e-3], list(best), run, 0, log=lines.append)[2]["pretrained"] == 1e-3
+
+
+def test_the_rate_choice_reads_the_score_it_is_given():
+    subsets = _label_subsets()
+    sweep = {"0.0001": {"final": 60.0, "dev_accuracy": 70.0, "constant_final": False},
+             "0.001": {"final": 65.0, "dev_accuracy": 50.0, "constant_final": False}}
+    assert subsets.choose_rate([1e-4, 1e-3], sweep)[0] == 1e-4
+    assert subsets.choose_rate([1e-4, 1e-3], sweep, score="final")[0] == 1e-3

@@ -132,12 +132,13 @@ def steps_for_size(n, full, epochs, min_steps):
             "warmup_steps": round(steps * full["warmup_steps"] / full["steps"])}
 
 
-def choose_rate(grid, sweep):
-    """The rate of `grid` with the best final dev accuracy in `sweep` ({rate name: record}), leaving out rates
-    whose run ended predicting one class (`constant_final`) unless every rate did. Returns (rate, one-class rates)."""
+def choose_rate(grid, sweep, score="dev_accuracy"):
+    """The rate of `grid` with the best final dev accuracy (the records' `score`) in `sweep` ({rate name: record}),
+    leaving out rates whose run ended predicting one class (`constant_final`) unless every rate did. Returns (rate,
+    one-class rates)."""
     one_class = [lr for lr in grid if sweep[f"{lr:g}"]["constant_final"]]
     eligible = [lr for lr in grid if lr not in one_class] or grid
-    return max(eligible, key=lambda lr: sweep[f"{lr:g}"]["dev_accuracy"]), one_class
+    return max(eligible, key=lambda lr: sweep[f"{lr:g}"][score]), one_class
 
 
 def next_rate(rate, up):
