@@ -102,6 +102,21 @@ def is_remote(path):
     return "://" in str(path)
 
 
+def exists(path):
+    """Whether `path` (local or remote) exists."""
+    return _fs(path).exists(path)
+
+
+def isdir(path):
+    """Whether `path` (local or remote) is a directory."""
+    return _fs(path).isdir(path)
+
+
+def listdir(path):
+    """The names in the directory `path` (local or remote)."""
+    return [name.rstrip("/") for name in _fs(path).listdir(path)]
+
+
 GLOB_ORDERS = ("given", "sorted")
 
 

@@ -13,7 +13,10 @@ the declarations of the flags the script defined, with their values, to `guarded
    lock beside it; a second writer is refused naming the holder's pid;
 4. protects the inputs for the run: anything written through `albert_tf.fileio` refuses to replace one of them;
    and removes what a killed earlier run of the same outputs left in their staging folders;
-5. refuses two settings given that exclude each other, and a required setting left unset (`UsageError`, exit
+5. refuses an output that exists already unless the setting it is `replaced_by` is given, and in an output folder
+   whose names depend on settings, files of those names written with other values (another run's, which a glob
+   over the folder would read with this run's) (`fileio.OutputError`, exit status 1);
+6. refuses two settings given that exclude each other, and a required setting left unset (`UsageError`, exit
    status 2).
 
 A new script gets all of this by declaring its settings; none of it is written in a script.
@@ -24,10 +27,11 @@ import dataclasses
 import fnmatch
 import glob
 import os
+import string
 
 from albert_tf import fileio
 from albert_tf.errors import MissingDataError, UsageError
-from albert_tf.settings import INPUT_ROLES, flag_spec
+from albert_tf.settings import INPUT_ROLES, OUTPUT_ROLES, flag_spec
 
 
 def check_values(specs, values, order=()):
@@ -67,10 +71,10 @@ def list_items(name, spec, value):
     return items
 
 
-def _paths(role, value, folder=None, suffixes=()):
-    """The local paths a flag's value names, by its role: comma-separated ones split and globs expanded; a relative
-    one that is not found as given is looked up in `folder` (a setting's `under`)."""
-    if not value or value == "-" or (isinstance(value, str) and fileio.is_remote(value)):
+def _paths(role, value, folder=None, suffixes=(), local_only=True):
+    """The local paths (all, without `local_only`) a flag's value names, by its role: comma-separated ones split
+    and globs expanded; a relative one that is not found as given is looked up in `folder` (a setting's `under`)."""
+    if not value or value == "-" or (local_only and isinstance(value, str) and fileio.is_remote(value)):
         return []
     if folder and isinstance(value, str) and not os.path.isabs(value) and not os.path.exists(value):
         value = os.path.join(folder, value)
@@ -100,6 +104,21 @@ def declared_files(specs, values):
     return inputs, outputs
 
 
+def write_patterns(spec, values=None):
+    """The globs of the names an output's run writes (`spec.writes`): each `{setting}` field formatted with that
+    setting's value from `values`, every other field (or every field, without `values`) any text."""
+    patterns = []
+    for template in spec.writes:
+        parts = []
+        for literal, field, format_spec, _ in string.Formatter().parse(template):
+            parts.append(literal)
+            if field is not None:
+                value = (values or {}).get(field)
+                parts.append("*" if value is None else format(value, format_spec))
+        patterns.append("".join(parts))
+    return patterns
+
+
 def _read_whole(spec, path):
     return spec.role == "input_tree" or (spec.role == "input_checkpoint" and os.path.isdir(path))
 
@@ -111,7 +130,7 @@ def _written_inside(out_path, out_spec, in_path):
     if out_spec.role == "output_tree":
         return True
     first = os.path.relpath(os.path.realpath(in_path), os.path.realpath(out_path)).split(os.sep)[0]
-    return any(fnmatch.fnmatch(first, pattern) for pattern in out_spec.writes)
+    return any(fnmatch.fnmatch(first, pattern) for pattern in write_patterns(out_spec))
 
 
 def check_collisions(inputs, outputs):
@@ -176,6 +195,48 @@ def check_output(flag, path, spec):
                                      "replacing it would delete; move them away or choose another directory")
 
 
+def _existing_outputs(spec, value, values):
+    """(what of this run's outputs exists already, files of another run in its folder, how many outputs it has)."""
+    if spec.role == "output_dir":
+        present = fileio.listdir(value) if fileio.isdir(value) else []
+        family = write_patterns(spec)
+        ours = write_patterns(spec, values)
+        named = [n for n in present if any(fnmatch.fnmatch(n, p) for p in family)]
+        existing = [n for n in named if any(fnmatch.fnmatch(n, p) for p in ours)]
+        return ([os.path.join(value, n) for n in sorted(existing)],
+                sorted(os.path.join(value, n) for n in set(named) - set(existing)), None)
+    if spec.role == "output_tree":
+        full = fileio.isdir(value) and fileio.listdir(value)
+        return ([value] if full else []), [], None
+    paths = _paths(spec.role, value, suffixes=spec.writes, local_only=False)
+    return [p for p in paths if fileio.exists(p)], [], len(paths)
+
+
+def check_existing(specs, values):
+    """Raises `fileio.OutputError` for the first output that exists already while the setting it is `replaced_by`
+    is not given, or whose folder holds files of its names written by a run with other values (see
+    `write_patterns`), which a glob over the folder would read with this run's."""
+    for name, spec in specs.items():
+        value = values.get(name)
+        if spec.role not in OUTPUT_ROLES or not value or value == "-":
+            continue
+        if not spec.replaced_by and not any("{" in p for p in spec.writes):
+            continue
+        existing, others, total = _existing_outputs(spec, value, values)
+        if others:
+            raise fileio.OutputError(
+                f"--{name} {value} holds {len(others)} file(s) of another run ({os.path.basename(others[0])}, ...) "
+                "that a glob over it would read with this run's; remove them or choose another directory")
+        if not existing or not spec.replaced_by or values.get(spec.replaced_by):
+            continue
+        if spec.role == "output_tree":
+            raise fileio.OutputError(f"--{name} {value} exists and is not empty; pass --{spec.replaced_by} to "
+                                     "replace it")
+        count = f"{len(existing)} of {total} outputs" if total else f"{len(existing)} output(s) of this run"
+        raise fileio.OutputError(f"--{name}: {existing[0]} exists already ({count}); pass --{spec.replaced_by} to "
+                                 "replace, or choose another name")
+
+
 def _is_set(name, spec, values, given):
     """Whether a setting counts as given: named on the command line, or holding a value other than its default."""
     value = values.get(name)
@@ -209,13 +270,14 @@ def _required_message(name, spec):
 
 
 def check_params(params):
-    """`check_values` and `check_required` on a params dataclass built in code (the library's `run_*`), so its
-    settings hold the rules a script's flags are held to."""
+    """`check_values`, `check_existing` and `check_required` on a params dataclass built in code (the library's
+    `run_*`), so its settings hold the rules a script's flags are held to."""
     specs, values = {}, {}
     for field, spec in zip(dataclasses.fields(params), map(flag_spec, dataclasses.fields(params))):
         if spec is not None:
             specs[spec.name], values[spec.name] = spec, getattr(params, field.name)
     check_values(specs, values)
+    check_existing(specs, values)
     check_required(specs, values)
 
 
@@ -231,6 +293,7 @@ def guarded(specs, values, order=(), lock_tag=None):
     check_collisions(inputs, outputs)
     for flag, path, spec in outputs:
         check_output(flag, path, spec)
+    check_existing(specs, values)
     with contextlib.ExitStack() as stack:
         for flag, path, spec in outputs:
             stack.enter_context(_lock(flag, path, spec, lock_tag))

@@ -11,7 +11,10 @@ A setting also declares what `albert_tf.guard` checks for every script before an
 `bounds=` a `Range` its value must lie in (a list's: each item's), for a list `items=` the type of its items (int,
 float: the flag's strings are read as such) and `count=` a `Range` of how many it holds, `role=` which file or folder it names (one of `ROLES`: an input the
 run reads, or an output it writes; `under=` the setting naming the folder a relative path is looked up in) and,
-for an output folder, `writes=` the names (globs) the run writes inside it. `trains=False` marks a setting that does
+for an output folder, `writes=` the names (globs) the run writes inside it, where `{setting}` (a format field, e.g.
+`{num_output_shards:05d}`) is that setting's value and any other field any text: files of those names written with
+other values are another run's, refused (a glob over the folder would read them with this run's); `replaced_by=`, on
+an output, the bool setting without which what exists there already is refused. `trains=False` marks a setting that does
 not change what a training run trains (logging, evaluation, exports, where it runs): a resume may change it.
 `required=True` a setting a run cannot do without (`required=("vocab_file",)`: unless one of those is set), and
 `excludes=` the settings that may not be given with it; `why=` says why, after either error.
@@ -67,8 +70,8 @@ PROBABILITY = Range(0, 1)
 
 
 def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=None, flag_default=_NO_DEFAULT,
-            bounds=None, items=None, count=None, role=None, writes=(), under=None, trains=True, required=False,
-            why=None, excludes=()):
+            bounds=None, items=None, count=None, role=None, writes=(), under=None, replaced_by=None, trains=True,
+            required=False, why=None, excludes=()):
     """A dataclass field (`default`, or required when none) carrying its flag's help text and, where they differ
     from the field, the flag's name, kind, enum choices and default; with the `bounds`, file `role`, for an
     output folder the names it `writes`, and whether a run needs it (see the module docstring)."""
@@ -76,9 +79,11 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
         raise ValueError(f"setting(role={role!r}): one of {', '.join(ROLES)}")
     if writes and role not in ("output_dir", "output_prefix"):
         raise ValueError("setting(writes=...) is for role='output_dir' or 'output_prefix'")
+    if replaced_by and role not in OUTPUT_ROLES:
+        raise ValueError("setting(replaced_by=...) is for an output role")
     metadata = {"help": help_text}
     for key, value in (("flag", flag), ("kind", kind), ("choices", choices), ("bounds", bounds), ("items", items),
-                       ("count", count), ("role", role), ("under", under)):
+                       ("count", count), ("role", role), ("under", under), ("replaced_by", replaced_by)):
         if value is not None:
             metadata[key] = value
     if writes:
@@ -100,7 +105,7 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
 class FlagSpec:
     """The flag a `setting` field declares: absl kind (bool, integer, float, string, enum, list), name, default,
     help text, for an enum its choices; and what the guard checks: `bounds`, `items`, `count`, `role`, `writes`,
-    `under`; `required`:
+    `under`, `replaced_by`; `required`:
     None when optional, else the flags that may stand in for it (empty: none), `why` the reason told with it;
     `excludes`: flags not given with it."""
 
@@ -115,6 +120,7 @@ class FlagSpec:
     role: str = None
     writes: tuple = ()
     under: str = None
+    replaced_by: str = None
     required: tuple = None
     why: str = None
     excludes: tuple = ()
@@ -138,7 +144,8 @@ def flag_spec(field):
     if default is _NO_DEFAULT:
         raise TypeError(f"{field.name}: a required field needs setting(flag_default=...)")
     return FlagSpec(kind, metadata.get("flag", field.name), default, metadata["help"], metadata.get("choices"),
-                    metadata.get("bounds"), metadata.get("items"), metadata.get("count"), metadata.get("role"), metadata.get("writes", ()), metadata.get("under"),
+                    metadata.get("bounds"), metadata.get("items"), metadata.get("count"), metadata.get("role"),
+                    metadata.get("writes", ()), metadata.get("under"), metadata.get("replaced_by"),
                     metadata.get("required"), metadata.get("why"), metadata.get("excludes", ()))
 
 

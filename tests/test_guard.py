@@ -1,6 +1,7 @@
 """The settings rules the guard checks before a script's `main` (albert_tf/guard.py): a required setting left
 unset, one that may stand in for another, and two given that exclude each other, each one `UsageError` naming the
-flags; and, through a real script, that the check runs before anything is read or written."""
+flags; outputs that exist already or that another run's files sit beside; and, through a real script, that the
+check runs before anything is read or written."""
 
 import dataclasses
 import subprocess
@@ -9,7 +10,7 @@ import sys
 import pytest
 from absl import flags
 
-from albert_tf import cli, guard
+from albert_tf import cli, fileio, guard
 from albert_tf.errors import UsageError
 from albert_tf.settings import NON_NEGATIVE, Range, flag_specs, setting
 from tests.helpers import REPO, subprocess_env
@@ -90,6 +91,84 @@ def test_a_list_setting_reaches_its_params_as_items_of_its_type():
     cli.define_flags(_Request, flag_values=flag_values)
     flag_values(["prog", "--columns=3,4", "--input_file=a", "--vocab_file=v"])
     assert cli.params_from_flags(_Request, flag_values).columns == [3, 4]
+
+
+@dataclasses.dataclass
+class _Outputs:
+    output_file: str = setting(None, "Files.", role="output_files", replaced_by="overwrite")
+    output_dir: str = setting(None, "Shards.", role="output_dir", replaced_by="overwrite",
+                              writes=("part-{shard:02d}-of-{num_output_shards:02d}.rec",))
+    export_dir: str = setting(None, "Export.", role="output_tree", replaced_by="overwrite")
+    log_dir: str = setting(None, "Logs.", role="output_dir", writes=("log-*.txt",))
+    num_output_shards: int = setting(2, "Shards.")
+    overwrite: bool = setting(False, "Replace.")
+
+
+def test_write_patterns_fill_in_the_settings_they_name():
+    spec = flag_specs(_Outputs)["output_dir"]
+    assert guard.write_patterns(spec) == ["part-*-of-*.rec"]
+    assert guard.write_patterns(spec, {"num_output_shards": 3}) == ["part-*-of-03.rec"]
+
+
+def test_an_existing_output_is_refused_unless_it_may_be_replaced(tmp_path):
+    """Each output role, from nothing there (passes) to something there: refused, naming the flag, the path and the
+    setting that replaces it; passes with that setting."""
+    (tmp_path / "a.rec").write_text("mine")
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / "part-01-of-02.rec").write_text("mine")
+    (tmp_path / "records" / "notes.txt").write_text("mine")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "export").mkdir()
+    (tmp_path / "export" / "saved_model.pb").write_text("mine")
+    cases = [
+        (_Outputs(output_file=f"{tmp_path / 'new.rec'},{tmp_path / 'a.rec'}"),
+         rf"^--output_file: {tmp_path / 'a.rec'} exists already \(1 of 2 outputs\); pass --overwrite to replace, "
+         "or choose another name$"),
+        (_Outputs(output_dir=str(tmp_path / "records")),
+         rf"^--output_dir: {tmp_path / 'records' / 'part-01-of-02.rec'} exists already \(1 output\(s\) of this "
+         r"run\); pass --overwrite"),
+        (_Outputs(export_dir=str(tmp_path / "export")),
+         rf"^--export_dir {tmp_path / 'export'} exists and is not empty; pass --overwrite to replace it$"),
+    ]
+    for params, message in cases:
+        with pytest.raises(fileio.OutputError, match=message):
+            guard.check_params(params)
+        guard.check_params(dataclasses.replace(params, overwrite=True))
+    for params in (_Outputs(output_file=str(tmp_path / "new.rec")), _Outputs(export_dir=str(tmp_path / "empty")),
+                   _Outputs(output_dir=str(tmp_path / "none")), _Outputs(log_dir=str(tmp_path / "records")),
+                   _Outputs(output_dir=str(tmp_path / "empty"))):
+        guard.check_params(params)
+    assert sorted(p.name for p in (tmp_path / "records").iterdir()) == ["notes.txt", "part-01-of-02.rec"]
+
+
+def test_another_runs_files_in_an_output_folder_are_refused_even_with_overwrite(tmp_path):
+    """Shards written with another count would be read by a glob over the folder with this run's."""
+    for i in range(3):
+        (tmp_path / f"part-0{i}-of-03.rec").write_text("mine")
+    message = (rf"^--output_dir {tmp_path} holds 3 file\(s\) of another run \(part-00-of-03.rec, \.\.\.\) "
+               "that a glob over it would read with this run's; remove them or choose another directory$")
+    for overwrite in (False, True):
+        with pytest.raises(fileio.OutputError, match=message):
+            guard.check_params(_Outputs(output_dir=str(tmp_path), overwrite=overwrite))
+    guard.check_params(_Outputs(output_dir=str(tmp_path), num_output_shards=3, overwrite=True))
+
+
+def test_a_remote_output_that_exists_is_refused_too():
+    """gs:// and other remote outputs are looked up through tf.io.gfile (here its in-memory file system)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    path = "ram://guard_test/one.rec"
+    tf.io.gfile.makedirs("ram://guard_test")
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write("mine")
+    with pytest.raises(fileio.OutputError, match="^--output_file: ram://guard_test/one.rec exists already"):
+        guard.check_params(_Outputs(output_file=path))
+    guard.check_params(_Outputs(output_file="ram://guard_test/two.rec"))
+
+
+def test_replaced_by_is_for_outputs():
+    with pytest.raises(ValueError, match="replaced_by"):
+        setting(None, "In.", role="input_file", replaced_by="overwrite")
 
 
 @pytest.mark.slow

@@ -28,7 +28,6 @@ and its "##" continuations:
 """
 
 import dataclasses
-import glob
 import os
 import sys
 
@@ -36,7 +35,7 @@ from absl import flags, logging
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from albert_tf import cli, fileio  # noqa: E402  pylint: disable=wrong-import-position
+from albert_tf import cli  # noqa: E402  pylint: disable=wrong-import-position
 from albert_tf.data import pretraining  # noqa: E402  pylint: disable=wrong-import-position
 from albert_tf.settings import NON_NEGATIVE, POSITIVE, Range, setting  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -52,7 +51,7 @@ class PretrainingDataRequest:
     input_file: str = setting(None, "Input raw text file, or comma-separated list of files / glob patterns.",
                               role="input_files", required=True)
     output_file: str = setting(None, "Output TF example file, or comma-separated list of files; instances are spread "
-                                     "over them round-robin.", role="output_files",
+                                     "over them round-robin.", role="output_files", replaced_by="overwrite",
                                required=("output_dir",), excludes=("output_dir",))
     vocab_file: str = setting(None, "WordPiece vocabulary file (used when no --spm_model_file is given).",
                               role="input_file")
@@ -62,7 +61,8 @@ class PretrainingDataRequest:
     # Additions.
     num_workers: int = setting(0, "Worker processes (0: one per CPU). Does not change the output.", bounds=NON_NEGATIVE)
     output_dir: str = setting(None, "Directory to write --num_output_shards TFRecord files into (instead of "
-                                    "--output_file).", role="output_dir", writes=("pretraining-*-of-*.tfrecord",))
+                                    "--output_file).", role="output_dir", writes=(pretraining.SHARD_NAME,),
+                              replaced_by="overwrite")
     num_output_shards: int = setting(1, "Number of files written into --output_dir.", bounds=POSITIVE)
     shard_size_mb: float = setting(pretraining.DEFAULT_SHARD_SIZE_MB,
                                    "Input is processed in shards of about this many MB of text, cut at document "
@@ -96,37 +96,11 @@ _PIPELINE_ARGS = []
 
 
 def _output_files(request):
+    """The local run's outputs (whether they may be replaced, and shards of another count, the guard has checked:
+    see the declarations of --output_file and --output_dir)."""
     if request.output_dir:
-        paths = pretraining.output_shard_paths(request.output_dir, request.num_output_shards)
-    else:
-        paths = [p for p in request.output_file.split(",") if p]
-    _refuse_existing(request, paths)
-    return paths
-
-
-def _refuse_existing(request, paths):
-    """Outputs that exist are replaced only with --overwrite; other shards of an earlier run in --output_dir never
-    (a training glob over the folder would read them with the new ones)."""
-    what = "--output_dir" if request.output_dir else "--output_file"
-    if request.output_dir and not fileio.is_remote(request.output_dir):
-        pattern = os.path.join(glob.escape(request.output_dir), "pretraining-*-of-*.tfrecord")
-        stale = sorted(set(glob.glob(pattern)) - {os.path.join(request.output_dir, os.path.basename(p))
-                                                  for p in paths})
-        if stale:
-            raise fileio.OutputError(
-                f"--output_dir {request.output_dir} holds {len(stale)} shard(s) of another run "
-                f"({os.path.basename(stale[0])}, ...) that a training glob would mix in; remove them or choose "
-                "another directory")
-    existing = [p for p in paths if (_remote_exists(p) if fileio.is_remote(p) else os.path.exists(p))]
-    if existing and not request.overwrite:
-        raise fileio.OutputError(f"{what}: {existing[0]} exists already ({len(existing)} of {len(paths)} outputs); "
-                                 "pass --overwrite to replace, or choose another name")
-
-
-def _remote_exists(path):
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    return tf.io.gfile.exists(path)
+        return pretraining.output_shard_paths(request.output_dir, request.num_output_shards)
+    return [p for p in request.output_file.split(",") if p]
 
 
 class ProgressLog:

@@ -62,7 +62,6 @@ def main(argv):
     absl_logging.set_verbosity(absl_logging.WARNING)  # TensorFlow logs each step of writing a SavedModel at INFO
     from albert_tf.tasks import exports  # pylint: disable=import-outside-toplevel
 
-    exports.check_export_dir(FLAGS.export_dir, FLAGS.overwrite)
     options = {field.name: FLAGS[field.name].value for field in dataclasses.fields(ExportRequest)
                if field.name not in ("export_type", "export_dir")}  # the flags are the request's fields
     outcome = exports.export(FLAGS.export_type, FLAGS.export_dir, **options)

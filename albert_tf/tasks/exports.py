@@ -22,7 +22,7 @@ from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
 from albert_tf.serving.classifier import export_classifier
 from albert_tf.serving.encoder import export_encoder, export_preprocessing
 from albert_tf.serving.race import export_race_model
-from albert_tf.serving.savedmodel import ID_FEATURES, ExportError, export_dir_problem
+from albert_tf.serving.savedmodel import ID_FEATURES, ExportError
 from albert_tf.serving.squad import export_squad_model
 from albert_tf.serving.tfhub import export_tfhub, export_tfhub_preprocessing
 from albert_tf.serving.tflite import QUANTIZE_MODES, TFLiteModel, compare_outputs, export_tflite
@@ -32,14 +32,6 @@ from albert_tf.tasks.race import build_model as build_race_model
 from albert_tf.tasks.squad import TrainableSquad
 from albert_tf.text.tokenization import FullTokenizer
 from albert_tf.train.runner import dtype_policy_scope, precision_policy
-
-
-def check_export_dir(export_dir, overwrite):
-    """Refuses, before any work is done, a file, an existing non-empty directory unless `overwrite`, and with it one
-    that holds anything but an earlier export (`savedmodel.is_export`)."""
-    problem = export_dir_problem(export_dir, overwrite)
-    if problem:
-        raise UsageError(problem)
 
 
 def build_model(kind, config, init_checkpoint, num_labels=2, version_2=False, start_n_top=5, end_n_top=5):
@@ -115,7 +107,6 @@ def export(export_type, export_dir, log=print, **options):
     if request.label_list and request.num_labels > 1 and len(request.label_list) != request.num_labels:
         raise UsageError(f"--label_list has {len(request.label_list)} labels, --num_labels={request.num_labels}: "
                          "give one label per output")
-    check_export_dir(export_dir, request.overwrite)
     fileio.refuse_inputs_as_outputs([("--export_dir", export_dir, True)], request.inputs())
     if request.quantize in ("none", ""):
         request.quantize = None

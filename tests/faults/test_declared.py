@@ -10,6 +10,7 @@ import fnmatch
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -49,7 +50,7 @@ def _make_input(path, role):
 
 
 def _written_name(pattern):
-    return pattern.replace("*", "1")
+    return re.sub(r"\{[^}]*\}", "1", pattern).replace("*", "1")
 
 
 def collision_cases(script, root):

@@ -157,7 +157,7 @@ def test_existing_outputs_are_replaced_only_with_overwrite(tmp_path):
                           "--overwrite", status=1)
     assert tree_snapshot(out) == before
     fewer = script(f"--input_file={SAMPLE}", f"--output_dir={out}", "--num_output_shards=2", "--overwrite")
-    assert_one_line_error(fewer, "--output_dir", "3 shard(s) of another run", "pretraining-00000-of-00003", status=1)
+    assert_one_line_error(fewer, "--output_dir", "3 file(s) of another run", "pretraining-00000-of-00003", status=1)
     assert tree_snapshot(out) == before
     replaced = script(f"--input_file={SAMPLE}", f"--output_dir={out}", "--num_output_shards=3", "--random_seed=2",
                       "--overwrite")

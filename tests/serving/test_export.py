@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import checkpoints
+from albert_tf import checkpoints, fileio
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import UsageError
 from albert_tf.model import AlbertForPretraining, dummy_inputs
@@ -547,7 +547,7 @@ def test_cli_refuses_unknown_type_and_non_empty_dir(tmp_path):
     done = run_cli("--export_type=preprocessing", f"--export_dir={tmp_path / 'x'}", f"--spm_model_file={SPM}")
     assert done.returncode == 0, done.stderr[-2000:]
     done = run_cli("--export_type=preprocessing", f"--export_dir={tmp_path / 'x'}", f"--spm_model_file={SPM}")
-    assert done.returncode == 2 and "exists and is not empty; pass --overwrite" in done.stderr
+    assert done.returncode == 1 and "exists and is not empty; pass --overwrite" in done.stderr
     # The library's entry point holds a request built in code to the flags' rules, with the script's message.
     with pytest.raises(UsageError, match="^--export_type=onnx: must be one of encoder, preprocessing"):
         exports.export("onnx", str(tmp_path / "y"))
@@ -555,7 +555,7 @@ def test_cli_refuses_unknown_type_and_non_empty_dir(tmp_path):
         exports.export("tflite", str(tmp_path / "y"), tflite_model="bert")
     with pytest.raises(UsageError, match="^--export_dir is required$"):
         exports.export("encoder", "")
-    with pytest.raises(UsageError, match="exists and is not empty"):
+    with pytest.raises(fileio.OutputError, match="exists and is not empty; pass --overwrite"):
         exports.export("encoder", str(tmp_path / "full"))
     with pytest.raises(savedmodel.ExportError, match="exists and is not empty"):
         encoder.export_preprocessing(str(tmp_path / "full"), spm_model_file=SPM)

@@ -19,11 +19,11 @@ from albert_tf.data.pretraining.shards import (DEFAULT_SHARD_SIZE_MB, InputShard
                                                expand_input_patterns, plan_shards, read_shard_documents)
 from albert_tf.data.pretraining.tokens import (TokenTables, normalize_lines, sentencepiece_word_start,
                                                wordpiece_word_start)
-from albert_tf.data.pretraining.writers import AtomicRecordWriters, output_shard_paths
+from albert_tf.data.pretraining.writers import SHARD_NAME, AtomicRecordWriters, output_shard_paths
 
 __all__ = [
     "AtomicRecordWriters", "DEFAULT_SHARD_SIZE_MB", "FEATURE_ORDER", "InputShard", "KEEP", "PretrainingConfig",
-    "PretrainingDataError", "Progress", "SHUFFLE_BUFFER_RECORDS", "ShardDocuments", "Stats", "TokenTables",
+    "PretrainingDataError", "Progress", "SHARD_NAME", "SHUFFLE_BUFFER_RECORDS", "ShardDocuments", "Stats", "TokenTables",
     "check_input_file", "choose_ngrams", "create_pretraining_data", "derive_seed", "document_instances",
     "encode_examples", "expand_input_patterns", "instance_features", "mask_instance", "ngram_cdf", "normalize_lines",
     "output_shard_paths", "plan_shards", "randbelow", "read_shard_documents", "sentencepiece_word_start",

@@ -17,11 +17,17 @@ from albert_tf.data.pretraining.config import PretrainingDataError
 logger = logging.getLogger(__name__)
 
 
-def output_shard_paths(output_dir, num_shards, prefix="pretraining"):
-    """`num_shards` output paths in `output_dir`: `{prefix}-00000-of-00004.tfrecord`, ..."""
+# One `--output_dir` shard's name: shard `shard` of `num_output_shards`. The script's --output_dir declares it as
+# the names it writes (`settings.setting(writes=...)`), so the guard refuses shards of another count there.
+SHARD_NAME = "pretraining-{shard:05d}-of-{num_output_shards:05d}.tfrecord"
+
+
+def output_shard_paths(output_dir, num_shards):
+    """`num_shards` output paths in `output_dir`: `pretraining-00000-of-00004.tfrecord`, ..."""
     if num_shards < 1:
         raise PretrainingDataError(f"num_output_shards must be at least 1, got {num_shards}")
-    return [os.path.join(output_dir, f"{prefix}-{i:05d}-of-{num_shards:05d}.tfrecord") for i in range(num_shards)]
+    return [os.path.join(output_dir, SHARD_NAME.format(shard=i, num_output_shards=num_shards))
+            for i in range(num_shards)]
 
 
 def _gfile():
