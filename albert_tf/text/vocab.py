@@ -363,9 +363,12 @@ def train_wordpiece(sentences, vocab_size=DEFAULT_VOCAB_SIZE, do_lower_case=True
             yield sentence
 
     dataset = tf.data.Dataset.from_generator(generate, output_signature=tf.TensorSpec((), tf.string)).batch(1024)
-    tokens = bert_vocab.bert_vocab_from_dataset(
-        dataset, vocab_size=vocab_size, reserved_tokens=list(reserved),
-        bert_tokenizer_params={"lower_case": bool(do_lower_case)}, learn_params=learn_params or {})
+    try:
+        tokens = bert_vocab.bert_vocab_from_dataset(
+            dataset, vocab_size=vocab_size, reserved_tokens=list(reserved),
+            bert_tokenizer_params={"lower_case": bool(do_lower_case)}, learn_params=learn_params or {})
+    except StopIteration:  # the learner's word count found no word at all
+        tokens = []
     if len(tokens) <= len(reserved):
         raise DataError("the input holds too little text to learn a WordPiece vocabulary")
     return tokens

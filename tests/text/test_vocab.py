@@ -9,12 +9,13 @@ import gzip
 import json
 import os
 import re
+import time
 
 import pytest
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
-from albert_tf import fileio
+from albert_tf import fileio, guard
 from albert_tf.errors import DataError, UsageError
 from albert_tf.text import vocab
 from albert_tf.text.tokenization import FullTokenizer
@@ -76,6 +77,7 @@ def test_a_trained_model_has_the_special_ids_of_30k_clean(trained):
     assert len(ours.pieces) == SMALL["vocab_size"] == result.size
     assert ours.normalizer_spec.name == original.normalizer_spec.name == "nmt_nfkc"
     assert ours.trainer_spec.input_sentence_size == SAMPLE and ours.trainer_spec.model_prefix == "small"
+    assert ours.trainer_spec.shuffle_input_sentence  # as spm_train records its sampled input
     assert list(ours.trainer_spec.input) == sorted(glob.glob(CORPUS))
     tokenizer = FullTokenizer(spm_model_file=prefix + ".model")
     assert [tokenizer.token_id(t) for t in ("[CLS]", "[SEP]", "[MASK]")] == [2, 3, 4] and tokenizer.pad_id == 0
@@ -305,3 +307,199 @@ def test_a_protected_input_at_the_second_output_is_refused_before_the_first_is_w
         vocab.create_vocab(CORPUS, str(tmp_path / "v"), vocab.SentencePieceOptions(**SMALL),
                            input_sentence_size=SAMPLE)
     assert os.listdir(tmp_path) == ["v.vocab"] and kept.read_text() == "the user's vocabulary"
+
+
+# ----------------------------------------------------------------- reading, progress, the trainer's log
+def test_lines_across_blocks_and_a_last_line_without_newline_are_read_whole(tmp_path, monkeypatch):
+    """Blocks of 7 bytes cut lines anywhere: each line still comes back whole, invalid UTF-8 dropped, the last one
+    read without its newline; `on_block` hears the bytes read so far after each block."""
+    monkeypatch.setattr(vocab, "_READ_BLOCK", 7)
+    path = tmp_path / "cut.txt"
+    path.write_bytes(b"first line here\n\nsecond \xff line\n  third, no newline \xfe")
+    seen = []
+    assert list(vocab.read_lines(str(path), seen.append)) == ["first line here", "second  line", "third, no newline"]
+    assert seen == sorted(seen) and seen[0] == 7 and seen[-1] == path.stat().st_size
+
+
+def test_a_binary_input_is_refused_naming_it(tmp_path):
+    path = tmp_path / "model.bin"
+    path.write_bytes(b"\x00\x01binary\n")
+    with pytest.raises(DataError, match=f"input file '{path}' looks binary"):
+        list(vocab.read_lines(str(path)))
+
+
+def test_a_remote_input_is_sized_and_read_through_tf_io_gfile():
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    path = "ram://vocab_test/remote.txt"
+    with tf.io.gfile.GFile(path, "wb") as f:
+        f.write(b"Remote one.\nRemote two.\n")
+    sample, stats = vocab.sample_sentences([path], 10, seed=0)
+    assert sorted(sample) == ["Remote one.", "Remote two."] and stats.input_bytes == 24
+
+
+def test_a_reservoir_that_never_filled_is_shuffled_and_one_item_is_a_sample():
+    sampler = vocab.ReservoirSampler(100, seed=3)
+    for i in range(50):
+        sampler.add(i)
+    sample = sampler.sample()
+    assert sorted(sample) == list(range(50)) and sample != list(range(50))
+    single = vocab.ReservoirSampler(1, seed=0)
+    for i in range(5):
+        single.add(i)
+    assert len(single.sample()) == 1
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_progress_lines_are_spaced_by_the_interval_and_tell_rate_and_time_left(monkeypatch, caplog):
+    clock = _Clock()
+    monkeypatch.setattr(vocab.time, "monotonic", clock)
+    progress = vocab.Progress("reading input", 4e6, "MB", 1e6, interval=10.0)
+    with caplog.at_level("INFO", logger=vocab.logger.name):
+        clock.now = 105.0
+        progress.update(1e6, "file 1/2")  # 5 s after the start: too soon
+        clock.now = 110.0
+        progress.update(1e6, "file 1/2")
+        clock.now = 115.0
+        progress.update(3e6)  # 5 s after the last line
+        progress.update(4e6, "done", force=True)
+        vocab.Progress("off", 1, interval=0).update(1, force=True)
+    assert [r.getMessage() for r in caplog.records] == [
+        "reading input: 1.0/4.0 MB (0.1 MB/s), file 1/2, about 30 s left",
+        "reading input: 4.0/4.0 MB (0.3 MB/s), done",
+    ]
+
+
+def test_the_sample_and_preprocessing_report_progress_as_they_go(tmp_path, monkeypatch, caplog):
+    """With no interval every block and every 4,096th sentence is reported (here in bytes and sentences), the files
+    counted cumulatively."""
+    monkeypatch.setattr(vocab, "_READ_BLOCK", 16)
+    monkeypatch.setattr(vocab.Progress, "__init__", _no_interval(vocab.Progress.__init__))
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.txt").write_text("x" * 20 + "\n" + "y" * 11 + "\n", encoding="utf-8")  # 33 bytes
+    files = [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+    with caplog.at_level("INFO", logger=vocab.logger.name):
+        started = vocab.time.monotonic()
+        _, stats = vocab.sample_sentences(files, 10, seed=0)
+        took = vocab.time.monotonic() - started
+        vocab.preprocess_sentences(["A b."] * 4097)
+    lines = [r.getMessage() for r in caplog.records]
+    done = [float(re.match(r"reading input: ([\d.]+)/66.0 MB", line).group(1)) for line in lines
+            if line.startswith("reading input")]
+    assert done == sorted(done) and done[-1] == 66 and any(33 < d < 66 for d in done), lines
+    assert any("file 2/2" in line for line in lines) and lines[len(done) - 1].endswith("2/2 files, 4 sentences")
+    assert [line.split(" (")[0] for line in lines[len(done):]] == ["preprocessing: 0.0/4097.0 k sentences",
+                                                                     "preprocessing: 4096.0/4097.0 k sentences"]
+    assert 0 <= stats.seconds <= took
+
+
+def _no_interval(init):
+    def patched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.interval, self.last, self.scale = 1e-12, float("-inf"), 1.0
+    return patched
+
+
+def test_the_trainers_log_lines_reach_stderr_while_it_runs_and_its_dumps_do_not(capfd):
+    with vocab._StderrToLog():  # pylint: disable=protected-access
+        os.write(2, b"I1204 12:00:00 trainer.cc(1)] step 1\n  a dump line\nI1204 12:00:01 trainer.cc(2)] par")
+        for _ in range(40):
+            shown = capfd.readouterr().err
+            if shown:
+                break
+            time.sleep(0.1)
+        os.write(2, b"tial\nI1204 12:00:02 trainer.cc(3)] last")
+    assert shown == "I1204 12:00:00 trainer.cc(1)] step 1\n"  # while running: whole log lines only
+    assert capfd.readouterr().err == "I1204 12:00:01 trainer.cc(2)] partial\nI1204 12:00:02 trainer.cc(3)] last\n"
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"vocab_size": 1}, r"--vocab_size=1: must be at least 2"),
+    ({"character_coverage": 0.0}, r"--character_coverage=0.0: must be in \(0, 1\]"),
+    ({"character_coverage": 1.01}, r"--character_coverage=1.01: must be in \(0, 1\]"),
+])
+def test_the_trainer_settings_hold_their_bounds(options, message):
+    guard.check_params(vocab.SentencePieceOptions(vocab_size=2, character_coverage=1.0))
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        guard.check_params(vocab.SentencePieceOptions(**options))
+
+
+class _Sampled(Exception):
+    """Raised in place of reading the corpus: the arguments passed every check before it."""
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"options": vocab.SentencePieceOptions(vocab_size=5)}, r"^--vocab_size=5: must be larger than 5$"),
+    ({"input_sentence_size": 0}, r"^--input_sentence_size=0: must be positive"),
+    ({"model_prefix": "vocab/"}, r"^--model_prefix='vocab/': give a path prefix"),
+    ({"model_prefix": ""}, r"^--model_prefix='': give a path prefix"),
+    ({"options": vocab.SentencePieceOptions(model_type="bytes")}, r"^--model_type=bytes: must be one of unigram"),
+])
+def test_the_trainers_arguments_are_checked_before_the_corpus_is_read(arguments, message, tmp_path, monkeypatch):
+    def sampled(*_args, **_kwargs):
+        raise _Sampled
+
+    monkeypatch.setattr(vocab, "sample_sentences", sampled)
+    given = {"model_prefix": str(tmp_path / "v"), "options": vocab.SentencePieceOptions(vocab_size=6),
+             "input_sentence_size": 1}
+    with pytest.raises(_Sampled):  # the smallest accepted values
+        vocab.create_vocab(CORPUS, **given)
+    with pytest.raises(UsageError, match=message):
+        vocab.create_vocab(CORPUS, **{**given, **arguments})
+
+
+def test_an_output_that_is_an_input_is_refused_before_reading(tmp_path):
+    mine = tmp_path / "mine.vocab"
+    mine.write_text("my own vocabulary\n", encoding="utf-8")
+    with pytest.raises(UsageError, match=f"--model_prefix \\(vocab\\) {mine} would overwrite the input "
+                                         f"--input_file {mine}"):
+        vocab.create_vocab(str(mine), str(tmp_path / "mine"))
+    assert os.listdir(tmp_path) == ["mine.vocab"]
+
+
+def test_too_little_text_for_the_default_size_is_sentencepieces_error_naming_the_flag(tmp_path, caplog):
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("just a few words\n", encoding="utf-8")
+    with caplog.at_level("INFO", logger=vocab.logger.name), pytest.raises(DataError) as raised:
+        vocab.create_vocab(str(tiny), str(tmp_path / "v"))
+    assert re.fullmatch(r"SentencePiece cannot train on this input: Vocabulary size too high \(30000\)\..* "
+                        r"\(--vocab_size: give more text or a smaller size\)", str(raised.value)), str(raised.value)
+    messages = [r.getMessage() for r in caplog.records]
+    assert "sampled 1 of 1 sentences from 1 files (0.0 MB) in" in messages[-2]
+    assert messages[-1] == "training a unigram SentencePiece model of 30000 pieces on 1 sentences"
+    assert os.listdir(tmp_path) == ["tiny.txt"]
+
+
+def test_other_control_symbols_skip_the_original_layout_check(tmp_path):
+    started = time.monotonic()
+    result = vocab.create_vocab(CORPUS, str(tmp_path / "v"), vocab.SentencePieceOptions(
+        vocab_size=400, control_symbols=("[CLS]", "[SEP]")), input_sentence_size=500)
+    took = time.monotonic() - started
+    assert [p.piece for p in _proto(result.paths["model"]).pieces[:4]] == ["<pad>", "<unk>", "[CLS]", "[SEP]"]
+    assert 0 < result.seconds <= took and result.size == 400
+
+
+def test_a_small_wordpiece_vocabulary_is_written_with_the_reserved_tokens_first(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(vocab.Progress, "__init__", _no_interval(vocab.Progress.__init__))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"the whale number {i} swam past captain ahab's ship\n" for i in range(5000)),
+                      encoding="utf-8")
+    with caplog.at_level("INFO", logger=vocab.logger.name):
+        result = vocab.create_vocab(str(corpus), str(tmp_path / "wp"), vocab.SentencePieceOptions(
+            vocab_size=60, model_type="wordpiece"), input_sentence_size=5000)
+    assert result.paths == {"vocab": str(tmp_path / "wp.txt")}
+    with open(result.paths["vocab"], encoding="utf-8") as f:
+        tokens = f.read().splitlines()
+    assert tokens[:5] == list(vocab.WORDPIECE_RESERVED) and len(tokens) == result.size > 5
+    assert {"whale", "captain", "the"} <= set(tokens)
+    counting = [r.getMessage().split(" (")[0] for r in caplog.records if r.getMessage().startswith("counting")]
+    assert counting[:2] == ["counting words: 0.0/5000.0 k sentences", "counting words: 4096.0/5000.0 k sentences"]
+    with pytest.raises(DataError, match="too little text to learn a WordPiece vocabulary"):
+        vocab.train_wordpiece(["", " "], vocab_size=60)
