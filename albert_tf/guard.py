@@ -8,14 +8,14 @@ the declarations of the flags the script defined, with their values, to `guarded
    naming the flag, exit status 2);
 2. refuses any output that is an input, contains one (an output written whole, or an input among the names an
    output folder's run writes), or lies inside an input read whole (a SavedModel, a checkpoint folder), however
-   spelled (relative, `..`, symbolic or hard links);
-3. locks every output for the run: a folder written into by its own lock, a file or a folder written whole by a
-   lock beside it; a second writer is refused naming the holder's pid;
-4. protects the inputs for the run: anything written through `albert_tf.fileio` refuses to replace one of them;
-   and removes what a killed earlier run of the same outputs left in their staging folders;
-5. refuses an output that exists already unless the setting it is `replaced_by` is given, and in an output folder
+   spelled (relative, `..`, symbolic or hard links; a remote path, `gs://...`, as written);
+3. refuses an output that exists already unless the setting it is `replaced_by` is given, and in an output folder
    whose names depend on settings, files of those names written with other values (another run's, which a glob
    over the folder would read with this run's) (`fileio.OutputError`, exit status 1);
+4. locks every local output for the run: a folder written into by its own lock, a file or a folder written whole
+   by a lock beside it; a second writer is refused naming the holder's pid;
+5. protects the inputs (local and remote) for the run: anything written through `albert_tf.fileio` refuses to
+   replace one of them; and removes what a killed earlier run of the same outputs left in their staging folders;
 6. refuses two settings given that exclude each other, and a required setting left unset (`UsageError`, exit
    status 2).
 
@@ -71,10 +71,11 @@ def list_items(name, spec, value):
     return items
 
 
-def _paths(role, value, folder=None, suffixes=(), local_only=True):
-    """The local paths (all, without `local_only`) a flag's value names, by its role: comma-separated ones split
-    and globs expanded; a relative one that is not found as given is looked up in `folder` (a setting's `under`)."""
-    if not value or value == "-" or (local_only and isinstance(value, str) and fileio.is_remote(value)):
+def _paths(role, value, folder=None, suffixes=()):
+    """The paths a flag's value names, by its role: comma-separated ones split and local globs expanded (a remote
+    one, `gs://...`, is kept as given); a relative one that is not found as given is looked up in `folder` (a
+    setting's `under`)."""
+    if not value or value == "-":
         return []
     if folder and isinstance(value, str) and not os.path.isabs(value) and not os.path.exists(value):
         value = os.path.join(folder, value)
@@ -82,7 +83,8 @@ def _paths(role, value, folder=None, suffixes=(), local_only=True):
         parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
         paths = []
         for part in filter(None, parts):
-            matched = glob.glob(part) if role == "input_files" and glob.has_magic(part) else [part]
+            local_glob = role == "input_files" and glob.has_magic(part) and not fileio.is_remote(part)
+            matched = glob.glob(part) if local_glob else [part]
             paths.extend(matched)
         return paths
     if role == "output_prefix":
@@ -129,7 +131,10 @@ def _written_inside(out_path, out_spec, in_path):
         return False
     if out_spec.role == "output_tree":
         return True
-    first = os.path.relpath(os.path.realpath(in_path), os.path.realpath(out_path)).split(os.sep)[0]
+    if fileio.is_remote(in_path):
+        first = str(in_path)[len(str(out_path).rstrip("/")) + 1:].split("/")[0]
+    else:
+        first = os.path.relpath(os.path.realpath(in_path), os.path.realpath(out_path)).split(os.sep)[0]
     return any(fnmatch.fnmatch(first, pattern) for pattern in write_patterns(out_spec))
 
 
@@ -208,7 +213,7 @@ def _existing_outputs(spec, value, values):
     if spec.role == "output_tree":
         full = fileio.isdir(value) and fileio.listdir(value)
         return ([value] if full else []), [], None
-    paths = _paths(spec.role, value, suffixes=spec.writes, local_only=False)
+    paths = _paths(spec.role, value, suffixes=spec.writes)
     return [p for p in paths if fileio.exists(p)], [], len(paths)
 
 
@@ -296,6 +301,8 @@ def guarded(specs, values, order=(), lock_tag=None):
     check_existing(specs, values)
     with contextlib.ExitStack() as stack:
         for flag, path, spec in outputs:
+            if fileio.is_remote(path):  # a lock needs a local file system (DirectoryLock); nothing to sweep
+                continue
             stack.enter_context(_lock(flag, path, spec, lock_tag))
             # what a killed run of this output left in the staging folder (its pid gone)
             folder = path if spec.role == "output_dir" else os.path.dirname(os.path.abspath(path))

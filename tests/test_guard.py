@@ -4,6 +4,9 @@ flags; outputs that exist already or that another run's files sit beside; and, t
 check runs before anything is read or written."""
 
 import dataclasses
+import multiprocessing
+import os
+import re
 import subprocess
 import sys
 
@@ -11,7 +14,7 @@ import pytest
 from absl import flags
 
 from albert_tf import cli, fileio, guard
-from albert_tf.errors import UsageError
+from albert_tf.errors import MissingDataError, RunError, UsageError
 from albert_tf.settings import NON_NEGATIVE, Range, flag_specs, setting
 from tests.helpers import REPO, subprocess_env
 
@@ -186,3 +189,162 @@ def test_a_script_refuses_a_missing_setting_and_stray_arguments_before_writing(t
         expected = "--model_prefix is required" if case == "missing" else "unexpected arguments: extra"
         assert last == f"create_vocab.py: error: {expected}", (case, result.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt"]
+
+
+# ----------------------------------------------------------------- files, locks, protection (quick; the sweep over
+# every script's declarations is tests/faults/test_declared.py)
+@dataclasses.dataclass
+class _Files:
+    input_file: str = setting(None, "In.", role="input_file")
+    input_files: str = setting(None, "Ins.", role="input_files")
+    data_dir: str = setting(None, "Data.", role="input_dir")
+    model_dir: str = setting(None, "Model.", role="input_tree")
+    init_checkpoint: str = setting(None, "Weights.", role="input_checkpoint")
+    output_file: str = setting(None, "Out.", role="output_file")
+    output_dir: str = setting(None, "Run.", role="output_dir", writes=("ckpt-*", "eval_results.txt"))
+    export_dir: str = setting(None, "Export.", role="output_tree")
+    output_path: str = setting(None, "Prefix.", role="output_prefix", writes=("", ".index"))
+
+
+FILE_SPECS = flag_specs(_Files)
+
+
+@pytest.fixture
+def user_files(tmp_path):
+    """A user's files: a text file (and a symbolic and a hard link to it), a SavedModel, a checkpoint folder and
+    prefix, a run folder."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "in.txt").write_text("the user's text")
+    os.symlink(tmp_path / "data" / "in.txt", tmp_path / "link.txt")
+    os.link(tmp_path / "data" / "in.txt", tmp_path / "hard.txt")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "saved_model.pb").write_text("the user's model")
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "ckpt-1.index").write_text("the user's weights")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "ckpt-5.index").write_text("the user's run")
+    (tmp_path / "run" / "notes.txt").write_text("the user's notes")
+    return tmp_path
+
+
+def _guard_files(**values):
+    with guard.guarded(FILE_SPECS, values):
+        pass
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"input_file": "data/in.txt", "output_file": "data/in.txt"}, "--output_file {t}/data/in.txt is the input "
+     "--input_file {t}/data/in.txt; write the output elsewhere"),
+    ({"input_file": "data/in.txt", "output_file": "data/../data/in.txt"}, "--output_file {t}/data/../data/in.txt is "
+     "the input --input_file"),
+    ({"input_file": "data/in.txt", "output_file": "link.txt"}, "--output_file {t}/link.txt is the input"),
+    ({"input_file": "data/in.txt", "output_file": "hard.txt"}, "--output_file {t}/hard.txt is the input"),
+    ({"input_files": "data/*.txt", "output_file": "data/in.txt"}, "--output_file {t}/data/in.txt is the input "
+     "--input_files {t}/data/in.txt"),
+    ({"init_checkpoint": "ckpt/ckpt-1", "output_path": "ckpt/ckpt-1"}, "--output_path {t}/ckpt/ckpt-1 is the input "
+     "--init_checkpoint {t}/ckpt/ckpt-1"),
+    ({"model_dir": "model", "output_file": "model/variables.txt"}, "--output_file {t}/model/variables.txt lies "
+     "inside the input --model_dir {t}/model"),
+    ({"init_checkpoint": "ckpt", "output_dir": "ckpt/more"}, "--output_dir {t}/ckpt/more lies inside the input "
+     "--init_checkpoint {t}/ckpt"),
+    ({"init_checkpoint": "run/ckpt-5", "output_dir": "run"}, "--output_dir {t}/run would write over the input "
+     "--init_checkpoint {t}/run/ckpt-5"),
+    ({"input_file": "model/saved_model.pb", "export_dir": "model"}, "--export_dir {t}/model would write over the "
+     "input --input_file {t}/model/saved_model.pb"),
+    ({"output_file": "out.txt", "output_path": "out.txt"}, "--output_file and --output_path are the same path "
+     "{t}/out.txt; give each its own"),
+])
+def test_an_output_over_an_input_is_refused_however_spelled(user_files, values, message):
+    values = {k: str(user_files / v) for k, v in values.items()}
+    before = sorted(str(p) for p in user_files.rglob("*"))
+    with pytest.raises(UsageError, match="^" + re.escape(message.format(t=user_files))):
+        _guard_files(**values)
+    assert sorted(str(p) for p in user_files.rglob("*")) == before
+
+
+def test_an_output_folder_may_hold_an_input_among_names_it_does_not_write(user_files):
+    _guard_files(input_file=str(user_files / "run" / "notes.txt"), output_dir=str(user_files / "run"))
+    _guard_files(init_checkpoint=str(user_files / "ckpt" / "ckpt-1"), output_file=str(user_files / "ckpt" / "x"))
+
+
+@pytest.mark.parametrize("values, error, message", [
+    ({"input_file": "data"}, MissingDataError, "--input_file {t}/data is a directory, not a file"),
+    ({"data_dir": "data/in.txt"}, MissingDataError, "--data_dir {t}/data/in.txt is a file, not a directory"),
+    ({"output_file": "run"}, fileio.OutputError, "cannot write --output_file {t}/run: it is a directory"),
+    ({"output_dir": "data/in.txt"}, fileio.OutputError, "--output_dir {t}/data/in.txt is a file, not a directory"),
+    ({"export_dir": "run"}, fileio.OutputError, "--export_dir {t}/run holds files albert_tf did not write there "
+     "(ckpt-5.index, notes.txt), which replacing it would delete"),
+])
+def test_a_file_for_a_folder_or_the_reverse_and_foreign_files_are_refused(user_files, values, error, message):
+    with pytest.raises(error, match="^" + re.escape(message.format(t=user_files))):
+        _guard_files(**{k: str(user_files / v) for k, v in values.items()})
+
+
+def test_inputs_are_protected_for_the_run_and_only_for_it(user_files):
+    source = str(user_files / "data" / "in.txt")
+    with guard.guarded(FILE_SPECS, {"input_file": source, "output_dir": str(user_files / "out")}):
+        with pytest.raises(UsageError, match=f"would overwrite the input --input_file {re.escape(source)}"):
+            fileio.write_text(str(user_files / "link.txt"), "replaced")
+    assert (user_files / "data" / "in.txt").read_text() == "the user's text"
+    fileio.write_text(source, "replaced later")  # the run is over
+    assert not (user_files / "out").exists()  # a folder the lock made and nothing was written into goes
+
+
+def _hold_lock(flag, path, spec, tag, ready, done):
+    with guard._lock(flag, path, spec, tag):  # pylint: disable=protected-access
+        ready.set()
+        done.wait(60)
+
+
+@pytest.mark.parametrize("name, value", [("output_dir", "run"), ("output_file", "data/out.txt"),
+                                         ("export_dir", "export"), ("output_path", "ckpt/model")])
+def test_an_output_another_run_holds_is_refused_naming_its_pid(user_files, name, value):
+    path = str(user_files / value)
+    spec = FILE_SPECS[name]
+    _, outputs = guard.declared_files({name: spec}, {name: path})
+    context = multiprocessing.get_context("fork")
+    ready, done = context.Event(), context.Event()
+    holder = context.Process(target=_hold_lock, args=(*outputs[0], None, ready, done))
+    holder.start()
+    try:
+        assert ready.wait(30)
+        with pytest.raises(RunError, match=rf"--{name} .*is in use by another run \(pid {holder.pid} "):
+            _guard_files(**{name: path})
+        with guard.guarded(FILE_SPECS, {name: path}, lock_tag="worker-1"):  # a multi-worker job's other task
+            pass
+    finally:
+        done.set()
+        holder.join(30)
+    _guard_files(**{name: path})
+
+
+def test_what_a_killed_run_left_in_the_staging_folder_is_swept(user_files):
+    sidecar = fileio.sidecar_dir(str(user_files / "run"))
+    os.makedirs(sidecar)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    left = os.path.join(sidecar, f".eval_results.txt.partial-{dead}-abcdef12")
+    alive = os.path.join(sidecar, f".eval_results.txt.partial-{os.getpid()}-abcdef12")
+    for path in (left, alive):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("partial")
+    _guard_files(output_dir=str(user_files / "run"))
+    assert os.listdir(sidecar) == [os.path.basename(alive)]
+
+
+def test_a_remote_output_over_a_remote_input_is_refused_and_the_input_protected():
+    """gs:// paths are compared as written (no lock, no staging sweep for them); here on TensorFlow's ram://."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    source = "ram://guard_remote/in.txt"
+    with tf.io.gfile.GFile(source, "w") as f:
+        f.write("the user's text")
+    with pytest.raises(UsageError, match=f"^--output_file {source} is the input --input_files {source}"):
+        _guard_files(input_files=f"{source},ram://guard_remote/other.txt", output_file=source)
+    with pytest.raises(UsageError, match="^--export_dir ram://guard_remote would write over the input"):
+        _guard_files(input_file=source, export_dir="ram://guard_remote")
+    with guard.guarded(FILE_SPECS, {"input_file": source, "output_dir": "ram://guard_remote/run"}):
+        with pytest.raises(UsageError, match=f"would overwrite the input --input_file {source}"):
+            fileio.write_text(source, "replaced")
+    with tf.io.gfile.GFile(source) as f:
+        assert f.read() == "the user's text"
