@@ -37,10 +37,6 @@ def _gfile():
 
 
 # Local outputs are written without TensorFlow (its import costs seconds and hundreds of MB); remote ones use gfile.
-def _exists(path):
-    return _gfile().exists(path) if fileio.is_remote(path) else os.path.exists(path)
-
-
 def _rename(source, target):
     if fileio.is_remote(target):
         _gfile().rename(source, target, overwrite=True)
@@ -151,7 +147,7 @@ class AtomicRecordWriters:
             raise self.error(path, f"{parent} is not a directory")
 
     def _makedirs(self, parent):
-        if not parent or _exists(parent):
+        if not parent or fileio.exists(parent):
             return
         if fileio.is_remote(parent):
             _gfile().makedirs(parent)
@@ -221,7 +217,7 @@ class AtomicRecordWriters:
         self._writers = []
         for temp in self.temp_paths:
             try:
-                if _exists(temp):
+                if fileio.exists(temp):
                     _remove(temp)
             except Exception:  # pylint: disable=broad-except
                 logger.warning("could not remove temporary file %s", temp)
