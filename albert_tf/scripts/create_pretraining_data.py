@@ -37,6 +37,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from albert_tf import cli  # noqa: E402  pylint: disable=wrong-import-position
 from albert_tf.data import pretraining  # noqa: E402  pylint: disable=wrong-import-position
+from albert_tf.progress import ProgressLog  # noqa: E402  pylint: disable=wrong-import-position
 from albert_tf.settings import NON_NEGATIVE, POSITIVE, Range, setting  # noqa: E402  pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -103,27 +104,6 @@ def _output_files(request):
     return [p for p in request.output_file.split(",") if p]
 
 
-class ProgressLog:
-    """Logs a progress line at most every `interval` seconds."""
-
-    def __init__(self, interval):
-        self.interval = interval
-        self.last = None
-
-    def __call__(self, p):
-        if self.interval <= 0:
-            return
-        if self.last is not None and p.elapsed_seconds - self.last < self.interval and p.shards_done < p.shards_total:
-            return
-        self.last = p.elapsed_seconds
-        secs = max(p.elapsed_seconds, 1e-9)
-        share = p.text_bytes_done / max(p.text_bytes_total, 1)
-        eta = f", about {secs / share - secs:.0f} s left" if 0 < share < 1 else ""
-        logging.info("shards %d/%d, documents %d, instances %d (%.0f/s), text %.1f/%.1f MB%s", p.shards_done,
-                     p.shards_total, p.documents, p.instances, p.instances / secs, p.text_bytes_done / 1e6,
-                     p.text_bytes_total / 1e6, eta)
-
-
 def _beam_outputs(request):
     """(prefix, suffix) of the Beam outputs: `<prefix>-SSSSS-of-NNNNN<suffix>` files."""
     if request.output_dir:
@@ -169,7 +149,7 @@ def main(argv):
         request.input_file, output_files, spm_model_file=request.spm_model_file, vocab_file=request.vocab_file,
         do_lower_case=request.do_lower_case, config=config, num_workers=request.num_workers,
         shard_size_mb=request.shard_size_mb, global_shuffle=request.global_shuffle,
-        progress=ProgressLog(request.progress_interval), input_what="--input_file",
+        progress=ProgressLog(request.progress_interval, first_at_once=True), input_what="--input_file",
         output_what="--output_dir shard" if request.output_dir else "--output_file")
     for line in stats.summary().splitlines():
         logging.info("%s", line)

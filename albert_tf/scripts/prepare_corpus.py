@@ -26,6 +26,7 @@ from albert_tf import cli, fileio
 from albert_tf.data import corpus
 from albert_tf.data.corpus import readers, sentences, writer
 from albert_tf.data.pretraining.shards import expand_input_patterns
+from albert_tf.progress import ProgressLog
 from albert_tf.settings import NON_NEGATIVE, POSITIVE, setting
 
 @dataclasses.dataclass
@@ -58,24 +59,6 @@ class CorpusRequest:
 
 cli.define_flags(CorpusRequest)
 cli.define_flags(corpus.CleaningOptions)
-
-
-class ProgressLog:
-    """Logs a progress line at most every `interval` seconds."""
-
-    def __init__(self, interval):
-        self.interval = interval
-        self.last = 0.0
-
-    def __call__(self, s):
-        if self.interval <= 0 or s.elapsed_seconds - self.last < self.interval:
-            return
-        self.last = s.elapsed_seconds
-        secs = max(s.elapsed_seconds, 1e-9)
-        share = s.bytes_done / max(s.bytes_total, 1)
-        eta = f", about {secs / share - secs:.0f} s left" if 0 < share < 1 else ""
-        logging.info("files %d/%d, %.1f/%.1f MB (%.2f MB/s), %d documents%s", s.files_done, s.files_total,
-                     s.bytes_done / 1e6, s.bytes_total / 1e6, s.bytes_done / 1e6 / secs, s.documents_read, eta)
 
 
 def _check_outputs(request, inputs):

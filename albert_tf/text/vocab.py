@@ -22,6 +22,7 @@ import time
 
 from albert_tf import fileio
 from albert_tf.errors import DataError, UsageError
+from albert_tf.progress import ProgressLine, time_left
 from albert_tf.settings import POSITIVE, Range, setting
 from albert_tf.text.tokenization import SPECIAL_TOKENS, preprocess_text
 
@@ -141,17 +142,16 @@ class Progress:
     """Logs `<stage>: <done>/<total> <unit> (<rate>/s), <extra>, about <n> s left` at most every `interval` s."""
 
     def __init__(self, stage, total, unit="MB", scale=1.0, interval=10.0):
-        self.stage, self.total, self.unit, self.scale, self.interval = stage, total, unit, scale, interval
-        self.start = self.last = time.monotonic()
+        self.stage, self.total, self.unit, self.scale = stage, total, unit, scale
+        self.start = time.monotonic()
+        self.line = ProgressLine(interval)
 
     def update(self, done, extra="", force=False):
-        now = time.monotonic()
-        if self.interval <= 0 or (not force and now - self.last < self.interval):
+        elapsed = time.monotonic() - self.start
+        if not self.line.due(elapsed, force):
             return
-        self.last = now
-        secs = max(now - self.start, 1e-9)
-        share = done / self.total if self.total else 1.0
-        eta = f", about {secs / share - secs:.0f} s left" if 0 < share < 1 else ""
+        secs = max(elapsed, 1e-9)
+        eta = time_left(secs, done / self.total if self.total else 1.0)
         logger.info("%s: %.1f/%.1f %s (%.1f %s/s)%s%s", self.stage, done / self.scale, self.total / self.scale,
                     self.unit, done / self.scale / secs, self.unit, f", {extra}" if extra else "", eta)
 

@@ -16,6 +16,7 @@ import time
 
 from albert_tf.data.corpus import readers, sentences
 from albert_tf.errors import DataError
+from albert_tf.progress import time_left
 from albert_tf.data.corpus.cleaning import Cleaner, CleaningOptions
 from albert_tf.data.corpus.writer import ShardWriter
 
@@ -37,6 +38,13 @@ class CorpusStats:
     bytes_written: int = 0
     elapsed_seconds: float = 0.0
     outputs: list = dataclasses.field(default_factory=list)
+
+    def describe(self):
+        """The progress line while the run reads (`albert_tf.progress.ProgressLog`)."""
+        secs = max(self.elapsed_seconds, 1e-9)
+        return (f"files {self.files_done}/{self.files_total}, {self.bytes_done / 1e6:.1f}/{self.bytes_total / 1e6:.1f}"
+                f" MB ({self.bytes_done / 1e6 / secs:.2f} MB/s), {self.documents_read} documents"
+                + time_left(secs, self.bytes_done / max(self.bytes_total, 1)))
 
     def summary(self):
         secs = max(self.elapsed_seconds, 1e-9)

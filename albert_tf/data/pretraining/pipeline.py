@@ -19,6 +19,7 @@ from albert_tf.data.pretraining.instances import STREAM_INTERLEAVE, derive_seed
 from albert_tf.data.pretraining.shards import DEFAULT_SHARD_SIZE_MB, expand_input_patterns, plan_shards
 from albert_tf.data.pretraining.tokens import TokenTables
 from albert_tf.data.pretraining.writers import AtomicRecordWriters
+from albert_tf.progress import time_left
 from albert_tf.text import tokenization
 
 logger = logging.getLogger(__name__)
@@ -35,6 +36,18 @@ class Progress:
     text_bytes_done: int
     text_bytes_total: int
     elapsed_seconds: float
+
+    @property
+    def finished(self):
+        return self.shards_done >= self.shards_total
+
+    def describe(self):
+        """The progress line (`albert_tf.progress.ProgressLog`)."""
+        secs = max(self.elapsed_seconds, 1e-9)
+        return (f"shards {self.shards_done}/{self.shards_total}, documents {self.documents}, instances "
+                f"{self.instances} ({self.instances / secs:.0f}/s), text {self.text_bytes_done / 1e6:.1f}/"
+                f"{self.text_bytes_total / 1e6:.1f} MB"
+                + time_left(secs, self.text_bytes_done / max(self.text_bytes_total, 1)))
 
 
 _WORKER = {}
