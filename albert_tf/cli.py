@@ -227,18 +227,25 @@ def parse_flags(argv, flag_values=None):
         sys.exit(2)
 
 
-def given_flags(argv):
+def given_flags(argv, flag_values=None):
     """The names of the flags in `argv`, in the order given (`--no<name>` as `<name>`)."""
+    flag_values = flags.FLAGS if flag_values is None else flag_values
     names = []
     for arg in argv[1:]:
         if arg == "--":
             break
         if arg.startswith("-"):
             name = arg.lstrip("-").split("=", 1)[0]
-            if name not in flags.FLAGS and name.startswith("no") and name[2:] in flags.FLAGS:
+            if name not in flag_values and name.startswith("no") and name[2:] in flag_values:
                 name = name[2:]
             names.append(name)
     return names
+
+
+def refuse_arguments(args):
+    """`UsageError` for positional arguments (`args` as absl leaves them: the program's name first)."""
+    if len(args) > 1:
+        raise UsageError(f"unexpected arguments: {' '.join(args[1:])}")
 
 
 def _worker_task(values):
@@ -253,10 +260,13 @@ def _worker_task(values):
         return None
 
 
-def guarded_settings(argv):
-    """`albert_tf.guard.guarded` over the settings this process declared, with their flags' values."""
-    values = {name: flags.FLAGS[name].value for name in DECLARED if name in flags.FLAGS}
-    return guard.guarded(DECLARED, values, given_flags(argv), lock_tag=_worker_task(values))
+def guarded_settings(argv, flag_values=None, declared=None):
+    """`albert_tf.guard.guarded` over the settings this process declared (or `declared`: {flag name: FlagSpec},
+    defined in `flag_values`), with their flags' values."""
+    flag_values = flags.FLAGS if flag_values is None else flag_values
+    declared = DECLARED if declared is None else declared
+    values = {name: flag_values[name].value for name in declared if name in flag_values}
+    return guard.guarded(declared, values, given_flags(argv, flag_values), lock_tag=_worker_task(values))
 
 
 def _quiet_tensorflow():
@@ -272,8 +282,7 @@ def _guarded(main, demo=None):
     def guarded_main(argv):
         signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
-            if len(argv) > 1:
-                raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+            refuse_arguments(argv)
             apply_demo(demo)
             with guarded_settings(sys.argv):
                 return main(argv)

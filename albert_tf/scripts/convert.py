@@ -52,7 +52,7 @@ from absl import flags
 
 from albert_tf import cli
 from albert_tf.errors import UsageError
-from albert_tf.settings import POSITIVE, setting
+from albert_tf.settings import POSITIVE, flag_specs, setting
 
 # The choices of --output_format, in the order its help lists them: the registry's writable formats (a test checks).
 OUTPUT_FORMATS = ("original", "huggingface", "native", "keras_hub")
@@ -107,12 +107,11 @@ cli.define_flags(ConvertRequest)
 
 
 def main(argv, flag_values=flags.FLAGS):
-    """Converts as the flags say. A flag missing, malformed or contradicting another is a `UsageError` (exit
-    status 2 from the command); an input that is missing, unreadable or does not fit the config raises the
-    reader's error (`CheckpointError`, `ConfigError`, `MissingDataError`: exit status 1, as in the training
-    scripts)."""
-    if len(argv) > 1:
-        raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    """Converts as the flags say (the command runs it under `albert_tf.cli.run`'s guard; `convert_argv` under the
+    same). A flag missing, malformed or contradicting another is a `UsageError` (exit status 2 from the command);
+    an input that is missing, unreadable or does not fit the config raises the reader's error (`CheckpointError`,
+    `ConfigError`, `MissingDataError`: exit status 1, as in the training scripts)."""
+    del argv  # no positional arguments: refused before
     from albert_tf.checkpoints import conversion  # pylint: disable=import-outside-toplevel  (TensorFlow)
 
     request = cli.params_from_flags(ConvertRequest, flag_values)
@@ -120,11 +119,16 @@ def main(argv, flag_values=flags.FLAGS):
 
 
 def convert_argv(argv):
-    """Parses `argv` (argv[0] is the program name) into fresh flags and converts: for tests and tools that call
-    the converter in-process without touching the global FLAGS."""
+    """Parses `argv` (argv[0] is the program name) into fresh flags and converts, under the guard the command runs
+    under (its declared files checked, locked and protected): for tests and tools that call the converter
+    in-process without touching the global FLAGS."""
     flag_values = flags.FlagValues()
     cli.define_flags(ConvertRequest, flag_values)
-    main(flag_values(list(argv)), flag_values=flag_values)
+    args = flag_values(list(argv))
+    cli.refuse_arguments(args)
+    declared = {spec.name: spec for spec in flag_specs(ConvertRequest).values()}
+    with cli.guarded_settings(list(argv), flag_values, declared):
+        main(args, flag_values=flag_values)
 
 
 def usage():

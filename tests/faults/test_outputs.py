@@ -131,8 +131,7 @@ def test_convert_refuses_to_write_over_its_input(training_output, tmp_path):
     out = _copy(training_output, tmp_path / "out")
     prefix = str(out / "best_checkpoint" / "ckpt-4")
     before = tree_snapshot(out)
-    with pytest.raises(UsageError, match=rf"--output_path {prefix} would overwrite the input "
-                                         rf"--input_checkpoint {prefix}"):
+    with pytest.raises(UsageError, match=rf"^--output_path {prefix} is the input --input_checkpoint {prefix}; "):
         convert.convert_argv(["convert", f"--input_checkpoint={prefix}", f"--output_path={prefix}",
                               "--output_format=native", f"--albert_config_file={out}/albert_config.json",
                               "--overwrite"])
