@@ -234,12 +234,25 @@ def check_existing(specs, values):
                 "that a glob over it would read with this run's; remove them or choose another directory")
         if not existing or not spec.replaced_by or values.get(spec.replaced_by):
             continue
-        if spec.role == "output_tree":
-            raise fileio.OutputError(f"--{name} {value} exists and is not empty; pass --{spec.replaced_by} to "
-                                     "replace it")
+        tree = spec.role == "output_tree"
+        remedy = _replace_remedy(specs, values, spec.replaced_by) or (
+            f"pass --{spec.replaced_by} to replace it" if tree else
+            f"pass --{spec.replaced_by} to replace, or choose another name")
+        if tree:
+            raise fileio.OutputError(f"--{name} {value} exists and is not empty; {remedy}")
         count = f"{len(existing)} of {total} outputs" if total else f"{len(existing)} output(s) of this run"
-        raise fileio.OutputError(f"--{name}: {existing[0]} exists already ({count}); pass --{spec.replaced_by} to "
-                                 "replace, or choose another name")
+        raise fileio.OutputError(f"--{name}: {existing[0]} exists already ({count}); {remedy}")
+
+
+def _replace_remedy(specs, values, replaced_by):
+    """When a setting given excludes the one that would replace an existing output, why it cannot (that
+    setting's declared `why`); else None."""
+    spec = specs.get(replaced_by)
+    if spec is None or not spec.why:
+        return None
+    if any(other in specs and _is_set(other, specs[other], values, ()) for other in spec.excludes):
+        return spec.why
+    return None
 
 
 def _is_set(name, spec, values, given):

@@ -169,6 +169,23 @@ def test_a_remote_output_that_exists_is_refused_too():
     guard.check_params(_Outputs(output_file="ram://guard_test/two.rec"))
 
 
+def test_an_existing_output_says_why_when_the_replacing_setting_is_excluded(tmp_path):
+    """With a setting given that excludes `--overwrite` (Beam's --runner), the refusal tells that setting's reason
+    instead of suggesting a flag the run would refuse."""
+    @dataclasses.dataclass
+    class Beam:
+        output_file: str = setting(None, "Out.", role="output_files", replaced_by="overwrite")
+        runner: str = setting(None, "Runner.")
+        overwrite: bool = setting(False, "Replace.", excludes=("runner",), why="the runner always refuses them")
+
+    (tmp_path / "a.rec").write_text("mine")
+    with pytest.raises(fileio.OutputError, match=r"exists already \(1 of 1 outputs\); the runner always refuses "
+                                                 "them$"):
+        guard.check_params(Beam(output_file=str(tmp_path / "a.rec"), runner="DirectRunner"))
+    with pytest.raises(fileio.OutputError, match="; pass --overwrite to replace, or choose another name$"):
+        guard.check_params(Beam(output_file=str(tmp_path / "a.rec")))
+
+
 def test_replaced_by_is_for_outputs():
     with pytest.raises(ValueError, match="replaced_by"):
         setting(None, "In.", role="input_file", replaced_by="overwrite")

@@ -211,12 +211,15 @@ def test_script_runs_the_pipeline_with_beam_options(tmp_path, reference):
     names = sorted(os.listdir(out))
     assert names == ["pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord"]
     assert collections.Counter(_read([out / n for n in names])) == collections.Counter(local)
-    # A second run would mix its shards with these under one glob: refused, nothing touched.
+    # A second run would mix its shards with these under one glob, or replace them: refused, nothing touched.
     before = {n: (out / n).read_bytes() for n in names}
-    again = run_script("create_pretraining_data.py", [
-        f"--input_file={CORPUS[0]}", f"--output_dir={out}", f"--spm_model_file={SPM}", "--num_output_shards=4",
-        "--runner=DirectRunner"])
-    assert_one_line_error(again, "exist already", out)
+    for count, message in (("4", "holds 2 file(s) of another run"), ("2", "exists already (2 output(s) of this run);"
+                                                                         " with --runner, existing outputs are always"
+                                                                         " refused (remove them first)")):
+        again = run_script("create_pretraining_data.py", [
+            f"--input_file={CORPUS[0]}", f"--output_dir={out}", f"--spm_model_file={SPM}",
+            f"--num_output_shards={count}", "--runner=DirectRunner"])
+        assert_one_line_error(again, message, out, status=1)
     assert {n: (out / n).read_bytes() for n in sorted(os.listdir(out))} == before
 
 
