@@ -503,3 +503,19 @@ def test_a_small_wordpiece_vocabulary_is_written_with_the_reserved_tokens_first(
     assert counting[:2] == ["counting words: 0.0/5000.0 k sentences", "counting words: 4096.0/5000.0 k sentences"]
     with pytest.raises(DataError, match="too little text to learn a WordPiece vocabulary"):
         vocab.train_wordpiece(["", " "], vocab_size=60)
+
+
+def test_only_the_start_of_a_file_is_sniffed_for_binary(tmp_path, monkeypatch):
+    """As file(1) does: a NUL byte after the first block is read as text (invalid bytes dropped), not refused."""
+    monkeypatch.setattr(vocab, "_READ_BLOCK", 8)
+    path = tmp_path / "late.txt"
+    path.write_bytes(b"one line\nanother \x00 line\n")
+    assert list(vocab.read_lines(str(path))) == ["one line", "another \x00 line"]
+
+
+def test_the_sample_ends_with_a_progress_line_however_short_it_took(tmp_path, caplog):
+    (tmp_path / "a.txt").write_text("One.\nTwo.\n", encoding="utf-8")
+    with caplog.at_level("INFO", logger=vocab.logger.name):
+        vocab.sample_sentences([str(tmp_path / "a.txt")], 10, progress_interval=1000.0)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("reading input")]
+    assert len(lines) == 1 and lines[0].endswith(", 1/1 files, 2 sentences"), lines
