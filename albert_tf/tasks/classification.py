@@ -108,6 +108,9 @@ class ClassifierParams(RuntimeParams):
     optimizer: str = setting("adamw", "The optimizer.", choices=("adamw", "lamb"))
     dropout_prob: float = setting(0.1, "Dropout rate on the pooled output before the classifier (the original "
                                        "hard-codes 0.1).", bounds=Range(0, 1, high_open=True))
+    head_only_steps: int = setting(0, "Train only the classifier for the first steps, the encoder held (a linear "
+                                      "probe, then fine-tuning of the whole model: LP-FT); 0: none.",
+                                   bounds=NON_NEGATIVE)
     dynamic_padding: bool = setting(True, "Pad each batch to its longest example (else to --max_seq_length): same "
                                           "predictions, less work. TPUs always pad to --max_seq_length.", trains=False)
     length_bucketing: bool = setting(False, "With --dynamic_padding, put training examples of similar length in the "
@@ -125,9 +128,11 @@ class ClassifierParams(RuntimeParams):
     best_metric: str = setting(None, task_table.best_metric_help(), trains=False)
 
 
-def build_classifier(config, num_labels, dropout_prob=0.1, preprocessor=None):
-    """A trainable `AlbertClassifier` with its weights created (call it under a strategy's scope)."""
-    model = TrainableClassifier(config, num_labels, dropout_prob=dropout_prob, preprocessor=preprocessor)
+def build_classifier(config, num_labels, dropout_prob=0.1, preprocessor=None, head_only_steps=0):
+    """A trainable `AlbertClassifier` with its weights created (call it under a strategy's scope);
+    `head_only_steps`: see `train.steps.TrainStep`."""
+    model = TrainableClassifier(config, num_labels, dropout_prob=dropout_prob, preprocessor=preprocessor,
+                                head_only_steps=head_only_steps)
     model(dummy_inputs(), training=False)
     return model
 
@@ -248,7 +253,8 @@ class ClassificationTask(TaskBase):
                         params.train_batch_size)
 
     def build_model(self, params):
-        return build_classifier(params.albert_config, self.processor.num_labels, params.dropout_prob)
+        return build_classifier(params.albert_config, self.processor.num_labels, params.dropout_prob,
+                                head_only_steps=params.head_only_steps)
 
     def compile_args(self, params):
         if self.processor.is_regression:

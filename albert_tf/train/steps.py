@@ -61,14 +61,27 @@ class TrainStep(keras_internals.LocalBatchSymbolicBuild):
 
     The loss is the model's `compute_loss` (Keras' contract under a strategy: this replica's share of the
     global-batch loss); the logs are the model's metrics plus `learning_rate` while training.
+
+    `head_only_steps` (> 0, for a task model whose encoder is `self.albert`): the first that many steps train the
+    task head alone, the encoder's gradients zeroed (a linear probe on the frozen features, then fine-tuning of the
+    whole model: LP-FT, Kumar et al. 2022), so that a small labelled set does not distort pretrained features
+    through a random head. A decoupled weight decay (AdamW) still applies to the encoder in those steps.
     """
 
-    def __init__(self, *args, clip_norm=1.0, **kwargs):
+    def __init__(self, *args, clip_norm=1.0, head_only_steps=0, **kwargs):
         super().__init__(*args, **kwargs)
         self.clip_norm = clip_norm
+        self.head_only_steps = head_only_steps
 
     def get_config(self):
-        return {**super().get_config(), "clip_norm": self.clip_norm}
+        return {**super().get_config(), "clip_norm": self.clip_norm, "head_only_steps": self.head_only_steps}
+
+    def _encoder_held(self, grads, variables):
+        """`grads` with the encoder's zeroed while the optimizer's step is below `head_only_steps`."""
+        encoder = {id(v) for v in self.albert.trainable_variables}
+        open_ = tf.cast(self.optimizer.iterations >= self.head_only_steps, tf.float32)
+        return [g if g is None or id(v) not in encoder else g * tf.cast(open_, g.dtype)
+                for g, v in zip(grads, variables)]
 
     def _unpack(self, data):
         if isinstance(self, LabelsInFeatures):
@@ -83,6 +96,9 @@ class TrainStep(keras_internals.LocalBatchSymbolicBuild):
             scaled = self.optimizer.scale_loss(loss)
         variables = self.trainable_variables
         grads = tape.gradient(scaled, variables)
+        if self.head_only_steps:
+            grads = self._encoder_held([tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                                        for g in grads], variables)
         grads = clip_gradients_across_replicas(grads, self.clip_norm, loss_scale_of(self.optimizer))
         used = [(g, v) for g, v in zip(grads, variables) if g is not None]
         self.optimizer.apply([g for g, _ in used], [v for _, v in used])

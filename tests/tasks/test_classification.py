@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf import checkpoints
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.config import AlbertConfig
 from albert_tf.data import glue
@@ -193,9 +194,7 @@ def test_interrupted_run_resumes_to_the_same_weights(tmp_path):
     out = tmp_path / "out"
     params = _params(out, do_train=True, train_step=6, keep_checkpoint_max=0)
     assert run_classifier(params)["step"] == 6
-    reader = tf.train.load_checkpoint(str(out / "ckpt-6"))
-    names = [n for n in reader.get_variable_to_shape_map() if n.startswith("model/") and "VARIABLE_VALUE" in n]
-    uninterrupted = {n: reader.get_tensor(n) for n in names}
+    uninterrupted = [w.numpy() for w in _loaded_classifier(out / "ckpt-6").weights]  # encoder and head
     # As if killed after the checkpoint of step 4: drop step 6 and point the state file back.
     for path in out.glob("ckpt-6.*"):
         path.unlink()
@@ -203,9 +202,10 @@ def test_interrupted_run_resumes_to_the_same_weights(tmp_path):
                                     'all_model_checkpoint_paths: "ckpt-4"\n')
     resumed = run_classifier(params)
     assert (resumed["start_step"], resumed["step"]) == (4, 6)
-    reader = tf.train.load_checkpoint(str(out / "ckpt-6"))
-    for name in names:
-        np.testing.assert_allclose(reader.get_tensor(name), uninterrupted[name], rtol=0, atol=1e-6, err_msg=name)
+    weights = _loaded_classifier(out / "ckpt-6").weights
+    assert len(weights) == len(uninterrupted) > 20
+    for weight, expected in zip(weights, uninterrupted):
+        np.testing.assert_allclose(weight.numpy(), expected, rtol=0, atol=1e-6, err_msg=weight.path)
 
 
 @pytest.mark.slow
@@ -300,3 +300,25 @@ def test_keras_api_example(tmp_path):
     assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
     assert int(model.optimizer.iterations.numpy()) == 4
     assert probabilities.shape == (1, 2)
+
+
+@pytest.mark.slow
+def test_head_only_steps_hold_the_encoder_in_a_run(tmp_path):
+    """--head_only_steps=4 over 4 steps: between the checkpoints of steps 2 and 4 the classifier moves and the
+    encoder only by AdamW's weight decay (lr 1e-3 x 0.01 a step); the setting is recorded with the run."""
+    out = tmp_path / "out"
+    run_classifier(_params(out, do_train=True, keep_checkpoint_max=0, head_only_steps=4))
+    assert json.loads((out / "settings.json").read_text())["settings"]["head_only_steps"] == 4
+    early, late = (_loaded_classifier(out / f"ckpt-{step}") for step in (2, 4))
+    encoder = list(zip(early.albert.weights, late.albert.weights))
+    assert len(encoder) > 10
+    for before, after in encoder:
+        np.testing.assert_allclose(after.numpy(), before.numpy(), rtol=1e-4, atol=1e-7, err_msg=before.path)
+    head = zip(early.output_layer.weights, late.output_layer.weights)
+    assert any(np.abs(after.numpy() - before.numpy()).max() > 1e-4 for before, after in head)
+
+
+def _loaded_classifier(prefix):
+    model = build_classifier(AlbertConfig(**TINY), 2)
+    assert not checkpoints.load_checkpoint(model, str(prefix)).missing
+    return model

@@ -343,3 +343,39 @@ def test_labels_in_two_places_or_of_the_wrong_kind_are_named():
     x, _, _ = batch()
     with pytest.raises(ValueError, match="TrainableClassifier needs labels"):
         _compiled(make).train_on_batch(x)
+
+
+def test_head_only_steps_hold_the_encoder_then_train_it(tiny_config):
+    """LP-FT: with head_only_steps=2 the first two steps move the classifier only; the third moves the encoder
+    too. Without it the first step moves both. (Adam without weight decay, so a held weight stays exact.)"""
+    from albert_tf.model import dummy_inputs  # pylint: disable=import-outside-toplevel
+    from albert_tf.tasks.classification import build_classifier  # pylint: disable=import-outside-toplevel
+
+    features = dummy_inputs(batch_size=4, seq_length=8)
+    labels = np.array([0, 1, 1, 0])
+
+    def snapshot(model):
+        return ([v.numpy().copy() for v in model.albert.trainable_variables],
+                [v.numpy().copy() for v in model.output_layer.trainable_variables])
+
+    def changed(before, after):
+        return [not np.array_equal(a, b) for a, b in zip(before, after)]
+
+    keras.utils.set_random_seed(1)
+    model = build_classifier(tiny_config, 2, head_only_steps=2)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    assert model.get_config()["head_only_steps"] == 2
+    start = snapshot(model)
+    for _ in range(2):
+        model.train_on_batch(features, labels)
+    held = snapshot(model)
+    assert not any(changed(start[0], held[0])) and all(changed(start[1], held[1]))
+    model.train_on_batch(features, labels)
+    assert sum(changed(held[0], snapshot(model)[0])) > len(held[0]) // 2
+
+    keras.utils.set_random_seed(1)
+    plain = build_classifier(tiny_config, 2)
+    plain.compile(optimizer=keras.optimizers.Adam(1e-2))
+    before = snapshot(plain)
+    plain.train_on_batch(features, labels)
+    assert sum(changed(before[0], snapshot(plain)[0])) > len(before[0]) // 2
