@@ -167,6 +167,11 @@ flags.DEFINE_string("recipe_work_dir", None, "Low-resource run: the pretrained a
                     "candidate (bench_pretrain_recipe.py --work_dir) instead of this script's pretraining.")
 flags.DEFINE_string("recipe_results_json", os.path.join(REPO, "bench", "results", "pretrain_recipe_search.json"),
                     "The recipe search's results (its candidates' settings, files and held-out curves).")
+flags.DEFINE_float("head_only_fraction", 0.0, "Low-resource run: the pretrained arm trains the classifier alone, "
+                   "its encoder held, for this share of its steps before fine-tuning the whole model (LP-FT; "
+                   "run_classifier --head_only_steps); 0: plain fine-tuning. Write such a run to its own "
+                   "--work_dir and --results_json (its settings differ); --scratch_work_dir reuses another run's "
+                   "from-scratch arm.", lower_bound=0.0, upper_bound=0.99)
 flags.DEFINE_string("candidate", None, "The recipe search's candidate to fine-tune (default: its best so far).")
 
 SETTINGS_JSON = "bench_settings.json"
@@ -363,9 +368,10 @@ def finetune(work_dir, task, arm, lr, seed, factor, init_checkpoint, config):
     return run
 
 
-def run_finetuning(output_dir, task, s, lr, seed, init_checkpoint, config, data):
+def run_finetuning(output_dir, task, s, lr, seed, init_checkpoint, config, data, head_only_steps=0):
     """Runs `run_classifier` (resuming, or reading a finished run back) with the settings `s` of task_settings and
-    `data` (data_dir, spm_model_file, max_seq_length, cached_dir); returns its {step: dev results}."""
+    `data` (data_dir, spm_model_file, max_seq_length, cached_dir), the encoder held for `head_only_steps`; returns
+    its {step: dev results}."""
     from albert_tf.tasks.classification import ClassifierParams, run_classifier  # pylint: disable=import-outside-toplevel
 
     params = ClassifierParams(
@@ -374,7 +380,8 @@ def run_finetuning(output_dir, task, s, lr, seed, init_checkpoint, config, data)
         init_checkpoint=init_checkpoint, max_seq_length=data["max_seq_length"], do_train=True, do_eval=True,
         train_batch_size=s["batch_size"], eval_batch_size=128, learning_rate=lr, train_step=s["steps"],
         warmup_step=s["warmup_steps"], save_checkpoints_steps=s["eval_every"], keep_checkpoint_max=1,
-        iterations_per_loop=math.gcd(50, s["eval_every"]), random_seed=seed, log_every=0)
+        iterations_per_loop=math.gcd(50, s["eval_every"]), random_seed=seed, log_every=0,
+        head_only_steps=head_only_steps)
     outcome = run_classifier(params)
     return {int(k): v for k, v in outcome["eval_history"].items()}
 
@@ -640,17 +647,21 @@ def lowres_run(work_dir, store, task, n, subset, arm, factor, lr, seed, model, c
     base = FLAGS.scratch_work_dir if arm == "scratch" and FLAGS.scratch_work_dir else work_dir
     output_dir = os.path.join(os.path.abspath(base), "lowres", task, f"n{label_subsets.size_key(n)}", name)
     init = model["init_checkpoint"] if arm == "pretrained" else None
+    head_only = round(FLAGS.head_only_fraction * s["steps"]) if arm == "pretrained" else 0
     stamp(output_dir, {**s, "learning_rate": lr, "init_checkpoint": init, "train_examples": subset["n"],
                        "subset_seed": FLAGS.subset_seed, "albert_config": config.to_dict(),
                        "spm_model_file": os.path.basename(model["spm_model_file"]),
-                       "max_seq_length": model["max_seq_length"]}, "fine-tuning run")
+                       "max_seq_length": model["max_seq_length"],
+                       **({"head_only_steps": head_only} if head_only else {})}, "fine-tuning run")
     start = time.time()
     history = run_finetuning(output_dir, task, s, lr, seed, init, config, {
         "data_dir": subset["data_dir"], "spm_model_file": model["spm_model_file"],
-        "max_seq_length": model["max_seq_length"], "cached_dir": os.path.join(os.path.abspath(base), "features")})
+        "max_seq_length": model["max_seq_length"], "cached_dir": os.path.join(os.path.abspath(base), "features")},
+        head_only_steps=head_only)
     last = history[max(history)]
     record = {"task": task, "n": subset["n"], "arm": arm, "factor": factor, "learning_rate": lr, "seed": seed,
-              "steps": s["steps"], "history": history, "dev_accuracy": 100 * last[ACC],
+              "steps": s["steps"], "head_only_steps": head_only, "history": history,
+              "dev_accuracy": 100 * last[ACC],
               "dev_f1": 100 * last["f1"] if "f1" in last else None,
               "best_dev_accuracy": 100 * max(r[ACC] for r in history.values()),
               "constant_final": one_class(task, history), "train_wall_seconds": training_wall_seconds(output_dir)}
@@ -761,6 +772,8 @@ def lowresource(work_dir, config_default):
                 "lr_grid_widen": FLAGS.lr_grid_widen,
                 "seeds": seeds, "scratch_long_factor": FLAGS.scratch_long_factor,
                 "task_settings": {t: task_settings(t) for t in tasks}}
+    if FLAGS.head_only_fraction:  # only then: the settings of a plain run stay those of runs stored before it
+        settings["head_only_fraction"] = FLAGS.head_only_fraction
     store = label_subsets.ResultStore(results_json, settings)
     store.data.update({
         "what": "low-resource fine-tuning: the pretrained model against the same model from random weights on "
