@@ -197,13 +197,17 @@ def script_flag_definitions(script):
     return {name: FlagDefinition(*values) for name, values in json.loads(result.stdout).items()}
 
 
-def checkpoint_weights(prefix, startswith="model/"):
-    """{variable key: array} of the model weights in a TF2 checkpoint (optimizer slots excluded)."""
+def checkpoint_weights(prefix):
+    """{variable key: array} of the model's weights in a TF2 checkpoint the runner wrote: those named under
+    `model/`, and those named through the optimizer's list of the variables it trains
+    (`optimizer/_trainable_variables/N`: the encoder's, in these checkpoints); optimizer slots and counters
+    excluded."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     reader = tf.train.load_checkpoint(str(prefix))
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name.startswith(startswith) and "VARIABLE_VALUE" in name and "/optimizer/" not in name}
+            if name.startswith(("model/", "optimizer/_trainable_variables/")) and "VARIABLE_VALUE" in name
+            and "/optimizer/" not in name}
 
 
 def padded_batch(batch=3, length=20, seed=1):
