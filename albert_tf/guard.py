@@ -9,11 +9,11 @@ the declarations of the flags the script defined, with their values, to `guarded
 2. refuses any output that is an input, contains one (an output written whole, or an input among the names an
    output folder's run writes), or lies inside an input read whole (a SavedModel, a checkpoint folder), however
    spelled (relative, `..`, symbolic or hard links; a remote path, `gs://...`, as written);
-3. refuses an output that exists already unless the setting it is `replaced_by` is given, and in an output folder
-   whose names depend on settings, files of those names written with other values (another run's, which a glob
-   over the folder would read with this run's) (`fileio.OutputError`, exit status 1);
-4. locks every local output for the run: a folder written into by its own lock, a file or a folder written whole
+3. locks every local output for the run: a folder written into by its own lock, a file or a folder written whole
    by a lock beside it; a second writer is refused naming the holder's pid;
+4. then refuses an output that exists already unless the setting it is `replaced_by` is given, and in an output
+   folder whose names depend on settings, files of those names written with other values (another run's, which a
+   glob over the folder would read with this run's) (`fileio.OutputError`, exit status 1);
 5. protects the inputs (local and remote) for the run: anything written through `albert_tf.fileio` refuses to
    replace one of them; and removes what a killed earlier run of the same outputs left in their staging folders;
 6. refuses two settings given that exclude each other, and a required setting left unset (`UsageError`, exit
@@ -311,7 +311,6 @@ def guarded(specs, values, order=(), lock_tag=None):
     check_collisions(inputs, outputs)
     for flag, path, spec in outputs:
         check_output(flag, path, spec)
-    check_existing(specs, values)
     with contextlib.ExitStack() as stack:
         for flag, path, spec in outputs:
             if fileio.is_remote(path):  # a lock needs a local file system (DirectoryLock); nothing to sweep
@@ -322,6 +321,7 @@ def guarded(specs, values, order=(), lock_tag=None):
             if fileio.remove_stale_partials(folder):
                 with contextlib.suppress(OSError):
                     os.rmdir(fileio.sidecar_dir(folder))
+        check_existing(specs, values)  # under the locks: no other run can write the outputs meanwhile
         stack.enter_context(fileio.inputs_protected([(flag, path) for flag, path, _ in inputs]))
         check_required(specs, values, order)
         yield inputs, outputs
