@@ -408,6 +408,7 @@ def _no_interval(init):
 
 
 def test_the_trainers_log_lines_reach_stderr_while_it_runs_and_its_dumps_do_not(capfd):
+    open_fds = len(os.listdir("/proc/self/fd"))
     with vocab._StderrToLog():  # pylint: disable=protected-access
         os.write(2, b"I1204 12:00:00 trainer.cc(1)] step 1\n  a dump line\nI1204 12:00:01 trainer.cc(2)] par")
         for _ in range(40):
@@ -418,6 +419,8 @@ def test_the_trainers_log_lines_reach_stderr_while_it_runs_and_its_dumps_do_not(
         os.write(2, b"tial\nI1204 12:00:02 trainer.cc(3)] last")
     assert shown == "I1204 12:00:00 trainer.cc(1)] step 1\n"  # while running: whole log lines only
     assert capfd.readouterr().err == "I1204 12:00:01 trainer.cc(2)] partial\nI1204 12:00:02 trainer.cc(3)] last\n"
+    os.write(2, b"after the trainer\n")  # stderr is the process's own again, and nothing is left open
+    assert capfd.readouterr().err == "after the trainer\n" and len(os.listdir("/proc/self/fd")) == open_fds
 
 
 @pytest.mark.parametrize("options, message", [
@@ -477,6 +480,17 @@ def test_too_little_text_for_the_default_size_is_sentencepieces_error_naming_the
     assert os.listdir(tmp_path) == ["tiny.txt"]
 
 
+def test_the_trainer_alone_takes_the_original_recipe_by_default():
+    with pytest.raises(DataError, match=r"Vocabulary size too high \(30000\)"):
+        vocab.train_sentencepiece(["a few words to learn from"] * 20)
+
+
+def test_other_special_ids_skip_the_original_layout_check(tmp_path):
+    result = vocab.create_vocab(CORPUS, str(tmp_path / "v"), vocab.SentencePieceOptions(
+        vocab_size=400, pad_id=1, unk_id=0), input_sentence_size=500)
+    assert [p.piece for p in _proto(result.paths["model"]).pieces[:2]] == ["<unk>", "<pad>"]
+
+
 def test_other_control_symbols_skip_the_original_layout_check(tmp_path):
     started = time.monotonic()
     result = vocab.create_vocab(CORPUS, str(tmp_path / "v"), vocab.SentencePieceOptions(
@@ -492,8 +506,10 @@ def test_a_small_wordpiece_vocabulary_is_written_with_the_reserved_tokens_first(
     corpus.write_text("".join(f"the whale number {i} swam past captain ahab's ship\n" for i in range(5000)),
                       encoding="utf-8")
     with caplog.at_level("INFO", logger=vocab.logger.name):
+        started = time.monotonic()
         result = vocab.create_vocab(str(corpus), str(tmp_path / "wp"), vocab.SentencePieceOptions(
             vocab_size=60, model_type="wordpiece"), input_sentence_size=5000)
+        assert 0 < result.seconds <= time.monotonic() - started
     assert result.paths == {"vocab": str(tmp_path / "wp.txt")}
     with open(result.paths["vocab"], encoding="utf-8") as f:
         tokens = f.read().splitlines()
