@@ -78,6 +78,16 @@ def test_params_built_in_code_meet_the_choices_and_bounds_a_flag_would():
         guard.check_params(_Request(input_file="a"))
 
 
+def test_the_first_bad_value_named_is_the_first_the_user_gave():
+    values = _values(input_file="a", vocab_file="v", runner="Flink", columns=["x"])
+    with pytest.raises(UsageError, match="^--columns=x: takes whole numbers$"):
+        guard.check_values(SPECS, values, order=["columns", "runner"])
+    with pytest.raises(UsageError, match="^--runner=Flink: must be one of"):
+        guard.check_values(SPECS, values, order=["runner", "columns"])
+    with pytest.raises(UsageError, match="^--runner=Flink: must be one of"):
+        guard.check_values(SPECS, {**values, "columns": None}, order=["runner"])
+
+
 @pytest.mark.parametrize("columns, message", [
     (["a"], "--columns=a: takes whole numbers"),
     (["1", "2", "3"], r"--columns=1,2,3: the number of values must be in \[1, 2\]"),
