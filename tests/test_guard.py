@@ -270,6 +270,8 @@ def _guard_files(**values):
      "--input_files {t}/data/in.txt"),
     ({"init_checkpoint": "ckpt/ckpt-1", "output_path": "ckpt/ckpt-1"}, "--output_path {t}/ckpt/ckpt-1 is the input "
      "--init_checkpoint {t}/ckpt/ckpt-1"),
+    ({"init_checkpoint": "ckpt/ckpt-1", "output_file": "ckpt/ckpt-1.index"}, "--output_file {t}/ckpt/ckpt-1.index is "
+     "the input --init_checkpoint {t}/ckpt/ckpt-1.index"),
     ({"model_dir": "model", "output_file": "model/variables.txt"}, "--output_file {t}/model/variables.txt lies "
      "inside the input --model_dir {t}/model"),
     ({"init_checkpoint": "ckpt", "output_dir": "ckpt/more"}, "--output_dir {t}/ckpt/more lies inside the input "
@@ -287,6 +289,32 @@ def test_an_output_over_an_input_is_refused_however_spelled(user_files, values, 
     with pytest.raises(UsageError, match="^" + re.escape(message.format(t=user_files))):
         _guard_files(**values)
     assert sorted(str(p) for p in user_files.rglob("*")) == before
+
+
+def test_a_relative_input_is_looked_up_in_its_folder_setting(user_files, monkeypatch):
+    """`under=`: a relative --train_file not found as given is the one in --data_dir (there it collides)."""
+    @dataclasses.dataclass
+    class Own:
+        data_dir: str = setting(None, "Data.", role="input_dir")
+        train_file: str = setting(None, "Train.", role="input_file", under="data_dir")
+        output_file: str = setting(None, "Out.", role="output_file")
+
+    monkeypatch.chdir(user_files / "run")
+    specs = {spec.name: spec for spec in flag_specs(Own).values()}
+    data = str(user_files / "data")
+    with pytest.raises(UsageError, match=f"is the input --train_file {re.escape(data)}/in.txt"):
+        with guard.guarded(specs, {"data_dir": data, "train_file": "in.txt", "output_file": f"{data}/in.txt"}):
+            pass
+    with guard.guarded(specs, {"data_dir": data, "train_file": "notes.txt", "output_file": f"{data}/in.txt"}):
+        pass  # found as given (in the working folder): not the one in --data_dir
+
+
+def test_a_value_outside_its_bounds_is_refused_and_one_inside_passes():
+    spec = flag_specs(_Request)["columns"]
+    bounded = dataclasses.replace(spec, kind="integer", bounds=NON_NEGATIVE, items=None, count=None)
+    guard.check_values({"columns": bounded}, {"columns": 0})
+    with pytest.raises(UsageError, match=r"^--columns=-1: must be at least 0$"):
+        guard.check_values({"columns": bounded}, {"columns": -1})
 
 
 def test_an_output_folder_may_hold_an_input_among_names_it_does_not_write(user_files):
