@@ -320,6 +320,8 @@ def test_a_value_outside_its_bounds_is_refused_and_one_inside_passes():
 def test_an_output_folder_may_hold_an_input_among_names_it_does_not_write(user_files):
     _guard_files(input_file=str(user_files / "run" / "notes.txt"), output_dir=str(user_files / "run"))
     _guard_files(init_checkpoint=str(user_files / "ckpt" / "ckpt-1"), output_file=str(user_files / "ckpt" / "x"))
+    (user_files / "data" / "in.txt.bak").write_text("an older copy")  # only a checkpoint prefix names files so
+    _guard_files(input_file=str(user_files / "data" / "in.txt"), output_file=str(user_files / "data" / "in.txt.bak"))
 
 
 @pytest.mark.parametrize("values, error, message", [
