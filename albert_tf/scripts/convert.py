@@ -51,7 +51,6 @@ import sys
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.errors import UsageError
 from albert_tf.settings import POSITIVE, flag_specs, setting
 
 # The choices of --output_format, in the order its help lists them: the registry's writable formats (a test checks).
