@@ -5,7 +5,11 @@ runs show."""
 
 import ast
 import importlib.util
+import json
 import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -123,7 +127,7 @@ def test_the_work_folder_is_a_copy_with_the_data_linked(tmp_path):
     (repo / ".git").mkdir()
     (repo / "run.py").write_text("")
     work = mutate.make_workdir(str(tmp_path / "work"), repo=str(repo))
-    assert sorted(os.listdir(work)) == ["albert_tf", "data", "run.py"]
+    assert sorted(os.listdir(work)) == ["albert_tf", "data", "mutate_plugin.py", "run.py"]
     assert os.listdir(os.path.join(work, "albert_tf")) == ["m.py"]
     assert os.path.islink(os.path.join(work, "data")) and not os.path.islink(os.path.join(work, "albert_tf"))
     with open(os.path.join(work, "albert_tf", "m.py"), "w") as f:
@@ -139,3 +143,33 @@ def test_the_summary_counts_timeouts_as_killed():
     summary = mutate.summarize(results)
     assert summary["all"] == {"mutants": 3, "killed": 2, "timeout": 1, "survived": 1, "score": 0.6667}
     assert summary["compare"]["score"] == 0.5 and summary["return"]["score"] == 1.0
+
+
+def _run_plugin(folder, **env):
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MUTATE_")}, "PYTHONPATH": str(folder), **env}
+    return subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "mutate_plugin",
+                           "test_m.py"], cwd=folder, env=env, capture_output=True, text=True, check=True).stdout
+
+
+def test_the_plugin_records_each_tests_lines_and_runs_the_given_tests_first(tmp_path):
+    shutil.copy2(mutate.PLUGIN, tmp_path)
+    (tmp_path / "m.py").write_text("def f(x):\n    if x:\n        return 1\n    return 2\n")
+    (tmp_path / "test_m.py").write_text("import m\n\n\ndef test_a():\n    assert m.f(0) == 2\n\n\n"
+                                        "def test_b():\n    assert m.f(1) == 1\n\n\ndef test_c():\n    pass\n")
+    cover = tmp_path / "cover.json"
+    _run_plugin(tmp_path, MUTATE_TARGET=str(tmp_path / "m.py"), MUTATE_COVER_OUT=str(cover))
+    coverage = json.loads(cover.read_text())
+    assert coverage["lines"]["test_m.py::test_a"] == [1, 2, 4]
+    assert coverage["lines"]["test_m.py::test_b"] == [1, 2, 3]
+    assert "test_m.py::test_c" not in coverage["lines"] and 1 in coverage["lines"][""]  # the def, at import
+    assert set(coverage["seconds"]) == {"test_m.py::test_a", "test_m.py::test_b", "test_m.py::test_c"}
+    line3 = mutate.Mutant(0, "return", 3, 8, 0, 0, "return 1", "return None")
+    assert mutate.tests_running(line3, coverage) == ["test_m.py::test_b"]
+    line2 = mutate.Mutant(1, "negate", 2, 7, 0, 0, "x", "not x")
+    assert set(mutate.tests_running(line2, coverage)) == {"test_m.py::test_a", "test_m.py::test_b"}
+
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps(["test_m.py::test_c", "test_m.py::test_b"]))
+    out = _run_plugin(tmp_path, MUTATE_FIRST=str(first))
+    order = [line.split(" ")[0] for line in out.splitlines() if " PASSED" in line]
+    assert order == ["test_m.py::test_c", "test_m.py::test_b", "test_m.py::test_a"]

@@ -15,9 +15,15 @@ mutants it checks that `albert_tf` and `tests` import from the copy and that the
 unmutated module. The copy's file is restored after each mutant in a `finally`, and restored from its backup at
 the start when a kept work folder (`--workdir`) holds one from an interrupted run.
 
+The unmutated run also records which lines of the module each test runs (tools/mutate_plugin.py); each mutant
+then runs the tests that ran its line first, quickest first, and the rest of the selection after them, so a
+killed mutant stops early (`-x`) and a survivor has passed every selected test, as before.
+
 The report, bench/results/mutation/<dotted module>.json (or --report), lists every mutant (id, line, column,
-operator, the original and mutated source, the outcome: killed, survived, timeout, which counts as killed) with
-the score per operator and in all. No dependency beyond the standard library and pytest.
+operator, the original and mutated source, the outcome: killed, survived, timeout, which counts as killed; and
+`tests_running_line`, how many tests ran its line in pytest's process: 0 on a survivor says no quick test reaches
+it, unless only a subprocess or AutoGraph-converted code does) with the score per operator and in all. No
+dependency beyond the standard library and pytest.
 
 Operators (`OPERATORS`; each applies to every matching node outside docstrings, annotations, f-strings and the
 arguments of logging calls):
@@ -62,7 +68,8 @@ OPERATORS = ("compare", "boundary", "integer", "boolean", "boolop", "not", "nega
 LINKED = ("data", "bench", "docs", "shared")
 SKIPPED = (".git", "__pycache__", ".pytest_cache")
 BACKUP_SUFFIX = ".mutate-backup"
-PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider")
+PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider", "-p", "mutate_plugin")
+PLUGIN = os.path.join(REPO, "tools", "mutate_plugin.py")
 
 _NEGATED = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt, ast.Eq: ast.NotEq,
             ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
@@ -274,6 +281,7 @@ def make_workdir(workdir=None, repo=REPO, commit=None):
             shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns(*SKIPPED))
         else:
             shutil.copy2(source, target)
+    shutil.copy2(PLUGIN, os.path.join(workdir, os.path.basename(PLUGIN)))
     return workdir
 
 
@@ -301,10 +309,11 @@ def restore_leftover(path):
     return False
 
 
-def _env(workdir):
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CONFIG")}
+def _env(workdir, **extra):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "TF_CONFIG") and not k.startswith("MUTATE_")}
     env.update(PYTHONPATH=workdir, PYTHONDONTWRITEBYTECODE="1", TF_CPP_MIN_LOG_LEVEL="2",
-               CUDA_VISIBLE_DEVICES="-1")
+               CUDA_VISIBLE_DEVICES="-1", **extra)
     return env
 
 
@@ -318,14 +327,15 @@ def check_imports(workdir):
         raise RuntimeError(f"the tests would not import the copy in {workdir}: {out}")
 
 
-def run_tests(workdir, tests, timeout, log=None):
+def run_tests(workdir, tests, timeout, log=None, **plugin_env):
     """(outcome, seconds) of pytest on `tests` in `workdir`: passed, failed, or timeout (then pytest and every
-    process it started are killed). Its output goes to the file `log` (default: nowhere)."""
+    process it started are killed). Its output goes to the file `log` (default: nowhere). `plugin_env` sets
+    tools/mutate_plugin.py's MUTATE_* variables (coverage of the baseline, the tests to run first)."""
     started = time.monotonic()
     command = [sys.executable, "-m", "pytest", *PYTEST_ARGS, *tests]
     output = open(log, "w", encoding="utf-8") if log else subprocess.DEVNULL  # pylint: disable=consider-using-with
     with output if log else contextlib.nullcontext(), subprocess.Popen(
-            command, cwd=workdir, env=_env(workdir), stdout=output, stderr=subprocess.STDOUT,
+            command, cwd=workdir, env=_env(workdir, **plugin_env), stdout=output, stderr=subprocess.STDOUT,
             start_new_session=True) as process:
         try:
             returncode = process.wait(timeout=timeout)
@@ -350,6 +360,13 @@ def _terminate(signum, frame):  # pylint: disable=unused-argument
 def _sha(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
+
+
+def tests_running(mutant, coverage):
+    """The node ids of the tests that ran any line of `mutant`'s original source in the baseline, quickest first."""
+    lines = set(range(mutant.line, mutant.line + mutant.original.count("\n") + 1))
+    running = [test for test, ran in coverage["lines"].items() if test and lines & set(ran)]
+    return sorted(running, key=lambda test: (coverage["seconds"].get(test, 0.0), test))
 
 
 def summarize(results):
@@ -420,20 +437,27 @@ def main(argv=None):
     try:
         check_imports(workdir)
         log = os.path.join(workdir, "baseline.log")
-        baseline, report["baseline_seconds"] = run_tests(workdir, tests, None, log)
+        cover, first = os.path.join(workdir, "coverage.json"), os.path.join(workdir, "first.json")
+        baseline, report["baseline_seconds"] = run_tests(workdir, tests, None, log, MUTATE_TARGET=target,
+                                                         MUTATE_COVER_OUT=cover)
         if baseline != "passed":
             with open(log, encoding="utf-8") as f:
                 print(f.read()[-5000:], file=sys.stderr)
             raise RuntimeError(f"the selected tests do not pass on the unmutated module: {tests}")
+        with open(cover, encoding="utf-8") as f:
+            coverage = json.load(f)
         timeout = args.timeout or 3 * report["baseline_seconds"] + 30
         print(f"{len(mutants)} mutants of {module}; baseline {report['baseline_seconds']:.1f}s, timeout "
               f"{timeout:.0f}s", file=sys.stderr)
         for m in mutants:
+            running = tests_running(m, coverage)
+            with open(first, "w", encoding="utf-8") as f:
+                json.dump(running, f)
             with mutated_file(target, m.apply(source)):
-                outcome, seconds = run_tests(workdir, tests, timeout)
+                outcome, seconds = run_tests(workdir, tests, timeout, MUTATE_FIRST=first)
             status = {"failed": "killed", "passed": "survived", "timeout": "timeout"}[outcome]
             row = {k: v for k, v in asdict(m).items() if k not in ("start", "end")}
-            results.append({**row, "status": status, "seconds": round(seconds, 1)})
+            results.append({**row, "status": status, "seconds": round(seconds, 1), "tests_running_line": len(running)})
             print(f"{m.id:4d} line {m.line:4d} {m.operator:9s} {status:8s} {m.original!r} -> {m.replacement!r}",
                   file=sys.stderr)
             report["complete"] = len(results) == len(mutants)
