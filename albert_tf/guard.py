@@ -169,7 +169,8 @@ def _lock(flag, path, spec, tag=None):
     if spec.role == "output_dir":
         return fileio.DirectoryLock(path, flag, lock_name=f"lock-{tag}" if tag else "lock")
     if spec.role == "output_prefix":  # one lock for all its files
-        path = next(path[:len(path) - len(s)] for s in spec.writes if path.endswith(s))
+        suffix = max((s for s in spec.writes if path.endswith(s)), key=len)  # "" ends every name
+        path = path[:len(path) - len(suffix)]
     parent, name = os.path.split(os.path.abspath(path))
     if spec.role == "output_tree" and os.path.isdir(path) and not os.access(parent, os.W_OK):
         return fileio.DirectoryLock(path, flag, lock_name=f"lock-{tag}" if tag else "lock")  # replaced in place

@@ -405,3 +405,60 @@ def test_a_remote_output_over_a_remote_input_is_refused_and_the_input_protected(
             fileio.write_text(source, "replaced")
     with tf.io.gfile.GFile(source) as f:
         assert f.read() == "the user's text"
+
+
+def _locks(folder):
+    sidecar = fileio.sidecar_dir(str(folder))
+    return sorted(n for n in os.listdir(sidecar) if "lock" in n) if os.path.isdir(sidecar) else []
+
+
+@pytest.mark.parametrize("name, value, tag, folder, locks", [
+    ("output_dir", "run", None, "run", ["lock"]),
+    ("output_dir", "run", "worker-1", "run", ["lock-worker-1"]),
+    ("output_file", "data/out.txt", None, "data", ["out.txt.lock"]),
+    ("output_file", "data/out.txt", "worker-1", "data", ["out.txt.worker-1.lock"]),
+    ("output_path", "ckpt/model", None, "ckpt", ["model.lock"]),  # one lock for the prefix's files
+    ("export_dir", "export", None, ".", ["export.lock"]),  # beside it: the folder is replaced by a rename
+])
+def test_each_output_is_locked_where_its_kind_says(user_files, name, value, tag, folder, locks):
+    with guard.guarded(FILE_SPECS, {name: str(user_files / value)}, lock_tag=tag):
+        assert _locks(user_files / folder) == locks
+        if name == "export_dir":
+            assert not (user_files / "export").exists()  # not made by its lock
+    assert _locks(user_files / folder) == []
+
+
+def test_a_folder_written_whole_whose_parent_is_read_only_is_locked_inside(user_files, monkeypatch):
+    """It is replaced file by file then (no rename in the parent), so the lock is its own."""
+    (user_files / "export").mkdir()
+    monkeypatch.setattr(guard.os, "access", lambda path, mode: os.path.abspath(path) != str(user_files))
+    with guard.guarded(FILE_SPECS, {"export_dir": str(user_files / "export")}):
+        assert _locks(user_files / "export") == ["lock"] and _locks(user_files) == []
+    monkeypatch.undo()
+    with guard.guarded(FILE_SPECS, {"export_dir": str(user_files / "export")}):
+        assert _locks(user_files / "export") == [] and _locks(user_files) == ["export.lock"]
+
+
+def test_outputs_of_different_flags_on_different_paths_pass(user_files):
+    _guard_files(output_file=str(user_files / "out.txt"), output_dir=str(user_files / "run2"),
+                 output_path=str(user_files / "ckpt" / "model"))
+
+
+def test_an_output_folder_may_hold_a_folder_read_whole_that_it_does_not_write(user_files):
+    (user_files / "run" / "exported").mkdir()
+    _guard_files(model_dir=str(user_files / "run" / "exported"), output_dir=str(user_files / "run"))
+    with pytest.raises(UsageError, match="would write over the input --model_dir"):
+        (user_files / "run" / "ckpt-7").mkdir()
+        _guard_files(model_dir=str(user_files / "run" / "ckpt-7"), output_dir=str(user_files / "run"))
+
+
+def test_a_remote_output_folder_is_refused_only_over_the_names_it_writes():
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    for name in ("ckpt-5.index", "notes.txt"):
+        with tf.io.gfile.GFile(f"ram://guard_remote_run/run/{name}", "w") as f:
+            f.write("the user's")
+    _guard_files(input_file="ram://guard_remote_run/run/notes.txt", output_dir="ram://guard_remote_run/run/")
+    with pytest.raises(UsageError, match="^--output_dir ram://guard_remote_run/run would write over the input "
+                                         "--input_file ram://guard_remote_run/run/ckpt-5.index"):
+        _guard_files(input_file="ram://guard_remote_run/run/ckpt-5.index", output_dir="ram://guard_remote_run/run")
