@@ -80,6 +80,10 @@ def test_clip_densifies_sparse_gradients():
     sparse = tf.IndexedSlices(tf.constant([[3.0, 0.0], [0.0, 4.0]]), tf.constant([0, 2]), tf.constant([3, 2]))
     (clipped,) = steps.clip_gradients_across_replicas([sparse], 1.0)
     np.testing.assert_allclose(clipped.numpy(), dense.numpy() / 5.0, rtol=1e-6)
+    # a token seen twice: its rows add up before the norm (6, not the rows' sqrt(3^2 + 3^2))
+    repeated = tf.IndexedSlices(tf.constant([[3.0, 0.0], [3.0, 0.0]]), tf.constant([1, 1]), tf.constant([3, 2]))
+    (clipped,) = steps.clip_gradients_across_replicas([repeated], 1.0)
+    np.testing.assert_allclose(clipped.numpy(), [[0.0, 0.0], [1.0, 0.0], [0.0, 0.0]], rtol=1e-6)
 
 
 def test_clip_inside_a_one_replica_strategy_step():
