@@ -318,10 +318,7 @@ def guarded(specs, values, order=(), lock_tag=None):
                 continue
             stack.enter_context(_lock(flag, path, spec, lock_tag))
             # what a killed run of this output left in the staging folder (its pid gone)
-            folder = path if spec.role == "output_dir" else os.path.dirname(os.path.abspath(path))
-            if fileio.remove_stale_partials(folder):
-                with contextlib.suppress(OSError):
-                    os.rmdir(fileio.sidecar_dir(folder))
+            fileio.remove_stale_partials(path if spec.role == "output_dir" else os.path.dirname(os.path.abspath(path)))
         check_existing(specs, values)  # under the locks: no other run can write the outputs meanwhile
         stack.enter_context(fileio.inputs_protected([(flag, path) for flag, path, _ in inputs]))
         check_required(specs, values, order)

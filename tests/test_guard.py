@@ -387,6 +387,9 @@ def test_what_a_killed_run_left_in_the_staging_folder_is_swept(user_files):
             f.write("partial")
     _guard_files(output_dir=str(user_files / "run"))
     assert os.listdir(sidecar) == [os.path.basename(alive)]
+    os.replace(alive, left)
+    _guard_files(output_dir=str(user_files / "run"))
+    assert not os.path.exists(sidecar)  # the staging folder goes with the last thing in it
 
 
 def test_a_remote_output_over_a_remote_input_is_refused_and_the_input_protected():
@@ -462,3 +465,51 @@ def test_a_remote_output_folder_is_refused_only_over_the_names_it_writes():
     with pytest.raises(UsageError, match="^--output_dir ram://guard_remote_run/run would write over the input "
                                          "--input_file ram://guard_remote_run/run/ckpt-5.index"):
         _guard_files(input_file="ram://guard_remote_run/run/ckpt-5.index", output_dir="ram://guard_remote_run/run")
+
+
+def test_the_guard_itself_checks_values_existing_outputs_and_required_settings(tmp_path):
+    """`guarded` alone (as `cli.run` and the library call it), not only its parts: each check runs there."""
+    specs = {spec.name: spec for spec in flag_specs(_Outputs).values()}
+    values = {name: spec.default for name, spec in specs.items()}
+    (tmp_path / "a.rec").write_text("mine")
+    with pytest.raises(fileio.OutputError, match="exists already"):
+        with guard.guarded(specs, {**values, "output_file": str(tmp_path / "a.rec")}):
+            pass
+    request = {spec.name: spec for spec in flag_specs(_Request).values()}
+    given = {name: spec.default for name, spec in request.items()}
+    with pytest.raises(UsageError, match="^--input_file is required$"):
+        with guard.guarded(request, {**given, "spm_model_file": "m.model"}):
+            pass
+    with pytest.raises(UsageError, match="^--runner=Spark: must be one of DirectRunner, DataflowRunner"):
+        with guard.guarded(request, {**given, "input_file": "a.txt", "spm_model_file": "m", "runner": "Spark"}):
+            pass
+
+
+def test_a_required_bool_names_every_setting_that_may_stand_in():
+    @dataclasses.dataclass
+    class Modes:
+        do_train: bool = setting(False, "Train.", required=("do_eval", "do_predict"))
+        do_eval: bool = setting(False, "Evaluate.")
+        do_predict: bool = setting(False, "Predict.")
+        do_export: bool = setting(False, "Export.", required=True)
+
+    specs = {spec.name: spec for spec in flag_specs(Modes).values()}
+    for name in ("do_train", "do_eval", "do_predict"):
+        guard.check_required(specs, {"do_train": False, "do_eval": False, "do_predict": False, "do_export": True,
+                                     name: True})
+    with pytest.raises(UsageError, match=r"^At least one of --do_train, --do_eval or --do_predict must be True\.$"):
+        guard.check_required(specs, {"do_train": False, "do_eval": False, "do_predict": False, "do_export": True})
+    with pytest.raises(UsageError, match=r"^At least one of --do_export must be True\.$"):
+        guard.check_required(specs, {"do_train": True, "do_eval": False, "do_predict": False, "do_export": False})
+
+
+def test_a_folder_written_whole_names_three_foreign_files_and_counts_the_rest(user_files):
+    (user_files / "export").mkdir()
+    for i in range(5):
+        (user_files / "export" / f"f{i}.txt").write_text("the user's")
+    with pytest.raises(fileio.OutputError, match=r"\(f0.txt, f1.txt, f2.txt and 2 more\), which replacing"):
+        _guard_files(export_dir=str(user_files / "export"))
+    (user_files / "export" / "f3.txt").unlink()
+    (user_files / "export" / "f4.txt").unlink()
+    with pytest.raises(fileio.OutputError, match=r"\(f0.txt, f1.txt, f2.txt\), which replacing"):
+        _guard_files(export_dir=str(user_files / "export"))
