@@ -416,3 +416,36 @@ def test_head_only_steps_hold_the_encoder_then_train_it(tiny_config):
     before = snapshot(plain)
     plain.train_on_batch(features, labels)
     assert sum(changed(before[0], snapshot(plain)[0])) > len(before[0]) // 2
+
+
+def test_the_loss_scale_is_the_optimizers_own_before_and_after_it_is_built():
+    assert steps.loss_scale_of(keras.optimizers.SGD(0.1)) == 1.0
+    scaled = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1), initial_scale=256.0)
+    assert steps.loss_scale_of(scaled) == 256.0  # before any step: the initial scale
+    weight = keras.Variable(np.ones(2, np.float32))
+    scaled.build([weight])
+    scaled.dynamic_scale.assign(64.0)
+    assert float(steps.loss_scale_of(scaled)) == 64.0
+
+
+def test_logs_get_one_axis_under_multi_worker_training_only(monkeypatch):
+    logs = {"loss": tf.constant(0.5), "accuracy": tf.constant(0.25)}
+    assert steps.multi_worker_logs(logs) is logs
+    monkeypatch.setattr(steps.keras_internals, "in_multi_worker_mode", lambda strategy: True)
+    reshaped = steps.multi_worker_logs(logs)
+    assert {k: v.numpy().tolist() for k, v in reshaped.items()} == {"loss": [0.5], "accuracy": [0.25]}
+
+
+def test_a_task_model_trains_its_encoder_from_the_first_step(tiny_config):
+    """`head_only_steps` defaults to 0 for every task model (SQuAD's passes none)."""
+    from albert_tf.model import dummy_inputs  # pylint: disable=import-outside-toplevel
+    from albert_tf.tasks.squad import TrainableSquad  # pylint: disable=import-outside-toplevel
+
+    model = TrainableSquad(tiny_config)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    x = dummy_inputs(batch_size=2, seq_length=8)
+    model(x)
+    before = [v.numpy().copy() for v in model.albert.trainable_variables]
+    model.train_on_batch(x, {"start_positions": np.array([1, 2]), "end_positions": np.array([2, 3])})
+    moved = [not np.array_equal(a, v.numpy()) for a, v in zip(before, model.albert.trainable_variables)]
+    assert sum(moved) > len(moved) // 2
