@@ -513,3 +513,25 @@ def test_a_folder_written_whole_names_three_foreign_files_and_counts_the_rest(us
     (user_files / "export" / "f4.txt").unlink()
     with pytest.raises(fileio.OutputError, match=r"\(f0.txt, f1.txt, f2.txt\), which replacing"):
         _guard_files(export_dir=str(user_files / "export"))
+
+
+def test_an_input_reached_through_a_link_or_inside_a_written_folder_is_still_written_over(user_files):
+    """Local paths are compared with their links resolved; what counts is the first name below the output folder
+    (a checkpoint folder `ckpt-5/` is one the run writes, whatever lies inside it)."""
+    os.symlink(user_files / "run", user_files / "runlink")
+    with pytest.raises(UsageError, match="would write over the input --input_file"):
+        _guard_files(input_file=str(user_files / "runlink" / "ckpt-5.index"), output_dir=str(user_files / "run"))
+    (user_files / "run" / "ckpt-6").mkdir()
+    (user_files / "run" / "ckpt-6" / "notes.txt").write_text("the user's")
+    with pytest.raises(UsageError, match="would write over the input --input_file"):
+        _guard_files(input_file=str(user_files / "run" / "ckpt-6" / "notes.txt"), output_dir=str(user_files / "run"))
+
+
+def test_a_remote_input_inside_a_written_folder_is_written_over():
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    source = "ram://guard_remote_deep/run/ckpt-9/notes.txt"
+    with tf.io.gfile.GFile(source, "w") as f:
+        f.write("the user's")
+    with pytest.raises(UsageError, match="would write over the input --input_file"):
+        _guard_files(input_file=source, output_dir="ram://guard_remote_deep/run")
