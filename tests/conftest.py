@@ -7,7 +7,8 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from tests.helpers import DATA_DIR, FIXTURES_DIR, SPM  # noqa: E402  (the one module of test constants)
+from tests import helpers  # noqa: E402  (the one module of test constants)
+from tests.helpers import DATA_DIR, FIXTURES_DIR, SPM  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -23,13 +24,10 @@ def tokenizer(spm_model_file):
     return FullTokenizer(spm_model_file=spm_model_file, do_lower_case=True)
 
 
-@pytest.fixture()
-def tiny_config():
-    """A 2-layer ALBERT small enough for fast tests, with the real 30k vocabulary size."""
-    from albert_tf.config import AlbertConfig
-
-    return AlbertConfig(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=4, intermediate_size=64, max_position_embeddings=128)
+@pytest.fixture(name="tiny_config")
+def tiny_config_fixture():
+    """`tests.helpers.tiny_config()`: a 2-layer ALBERT small enough for fast tests."""
+    return helpers.tiny_config()
 
 
 def pytest_configure(config):

@@ -97,8 +97,7 @@ class TrainStep(keras_internals.LocalBatchSymbolicBuild):
         variables = self.trainable_variables
         grads = tape.gradient(scaled, variables)
         if self.head_only_steps:
-            grads = self._encoder_held([tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-                                        for g in grads], variables)
+            grads = self._encoder_held(grads, variables)
         grads = clip_gradients_across_replicas(grads, self.clip_norm, loss_scale_of(self.optimizer))
         used = [(g, v) for g, v in zip(grads, variables) if g is not None]
         self.optimizer.apply([g for g, _ in used], [v for _, v in used])

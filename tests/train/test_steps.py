@@ -449,3 +449,51 @@ def test_a_task_model_trains_its_encoder_from_the_first_step(tiny_config):
     model.train_on_batch(x, {"start_positions": np.array([1, 2]), "end_positions": np.array([2, 3])})
     moved = [not np.array_equal(a, v.numpy()) for a, v in zip(before, model.albert.trainable_variables)]
     assert sum(moved) > len(moved) // 2
+
+
+def _classifier_step(tiny_config, **kwargs):
+    from albert_tf.model import dummy_inputs  # pylint: disable=import-outside-toplevel
+    from albert_tf.tasks.classification import build_classifier  # pylint: disable=import-outside-toplevel
+
+    keras.utils.set_random_seed(3)
+    model = build_classifier(tiny_config, 2, **kwargs)
+    x = dummy_inputs(batch_size=4, seq_length=8)
+    model(x)
+    return model, x, np.array([0, 1, 1, 0])
+
+
+def test_a_train_step_clips_the_update_and_logs_the_learning_rate(tiny_config):
+    """SGD at rate 1 moves the weights by exactly the clipped gradient: global norm `clip_norm`."""
+    model, x, y = _classifier_step(tiny_config, dropout_prob=0.0)
+    model.clip_norm = 1e-3
+    model.compile(optimizer=keras.optimizers.SGD(1.0))
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    logs = model.train_on_batch(x, y, return_dict=True)
+    moved = np.sqrt(sum(np.sum((v.numpy() - b) ** 2) for v, b in zip(model.trainable_variables, before)))
+    assert moved == pytest.approx(1e-3, rel=1e-3)
+    assert logs["learning_rate"] == pytest.approx(1.0)
+
+
+def test_a_train_step_runs_the_model_in_training_mode(tiny_config):
+    """With dropout, the loss of a train step (before its update) differs from the same batch's evaluation."""
+    model, x, y = _classifier_step(tiny_config, dropout_prob=0.5)
+    model.compile(optimizer=keras.optimizers.SGD(0.0))
+    evaluated = model.test_on_batch(x, y, return_dict=True)["loss"]
+    trained = [model.train_on_batch(x, y, return_dict=True)["loss"] for _ in range(3)]
+    assert all(abs(loss - evaluated) > 1e-6 for loss in trained)
+
+
+def test_a_step_merges_labels_given_apart_into_the_features():
+    """SQuAD v2.0's end logits are conditioned on the gold start in training: a step given `(x, y)` must feed
+    `y`'s `start_positions` to the model's forward pass, as one dict of features does."""
+    from albert_tf.model import dummy_inputs  # pylint: disable=import-outside-toplevel
+    from albert_tf.tasks.squad import TrainableSquad  # pylint: disable=import-outside-toplevel
+    from tests.helpers import tiny_config  # pylint: disable=import-outside-toplevel
+
+    x = dummy_inputs(batch_size=2, seq_length=8)
+    y = {"start_positions": np.array([5, 0], np.int32), "end_positions": np.array([6, 0], np.int32),
+         "is_impossible": np.array([0, 1], np.int32)}
+    keras.utils.set_random_seed(0)
+    model = TrainableSquad(tiny_config(vocab_size=100), version_2=True, dropout_prob=0.0)
+    model.compile(optimizer=keras.optimizers.SGD(0.0))
+    assert model.train_on_batch(x, y) == pytest.approx(model.train_on_batch({**x, **y}), rel=1e-6)
