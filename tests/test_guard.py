@@ -509,8 +509,10 @@ def test_a_folder_written_whole_names_three_foreign_files_and_counts_the_rest(us
         (user_files / "export" / f"f{i}.txt").write_text("the user's")
     with pytest.raises(fileio.OutputError, match=r"\(f0.txt, f1.txt, f2.txt and 2 more\), which replacing"):
         _guard_files(export_dir=str(user_files / "export"))
-    (user_files / "export" / "f3.txt").unlink()
     (user_files / "export" / "f4.txt").unlink()
+    with pytest.raises(fileio.OutputError, match=r"\(f0.txt, f1.txt, f2.txt and 1 more\), which replacing"):
+        _guard_files(export_dir=str(user_files / "export"))
+    (user_files / "export" / "f3.txt").unlink()
     with pytest.raises(fileio.OutputError, match=r"\(f0.txt, f1.txt, f2.txt\), which replacing"):
         _guard_files(export_dir=str(user_files / "export"))
 
