@@ -152,4 +152,10 @@ def flag_spec(field):
 def flag_specs(params_cls):
     """{field name: FlagSpec} of every field of `params_cls` that declares a flag, in field order."""
     specs = ((field.name, flag_spec(field)) for field in dataclasses.fields(params_cls))
-    return {name: spec for name, spec in specs if spec is not None}
+    specs = {name: spec for name, spec in specs if spec is not None}
+    kinds = {spec.name: spec.kind for spec in specs.values()}
+    for spec in specs.values():
+        if spec.replaced_by and kinds.get(spec.replaced_by) != "bool":
+            raise ValueError(f"{params_cls.__name__}.{spec.name}: replaced_by={spec.replaced_by!r} must name a bool "
+                             "setting of the same class")
+    return specs

@@ -196,9 +196,22 @@ def test_an_existing_output_says_why_when_the_replacing_setting_is_excluded(tmp_
         guard.check_params(Beam(output_file=str(tmp_path / "a.rec")))
 
 
-def test_replaced_by_is_for_outputs():
+def test_replaced_by_is_for_outputs_and_names_a_bool_setting_beside_them():
     with pytest.raises(ValueError, match="replaced_by"):
         setting(None, "In.", role="input_file", replaced_by="overwrite")
+
+    @dataclasses.dataclass
+    class Missing:
+        output_file: str = setting(None, "Out.", role="output_file", replaced_by="overwrite")
+
+    @dataclasses.dataclass
+    class NotBool:
+        output_file: str = setting(None, "Out.", role="output_file", replaced_by="mode")
+        mode: str = setting("a", "Mode.")
+
+    for params in (Missing, NotBool):
+        with pytest.raises(ValueError, match=rf"^{params.__name__}.output_file: replaced_by=.* must name a bool"):
+            flag_specs(params)
 
 
 @pytest.mark.slow
