@@ -11,6 +11,7 @@ import tensorflow as tf
 
 import albert_tf
 from albert_tf.errors import RunError
+from albert_tf.settings import setting
 from albert_tf.tasks.classification import ClassifierParams
 from albert_tf.train import run_settings
 from tests.helpers import tiny_config
@@ -55,3 +56,26 @@ def test_no_record_means_no_check_and_a_broken_one_is_named(tmp_path):
     (tmp_path / "settings.json").write_text("{not json")
     with pytest.raises(RunError, match=r"settings.json cannot be read"):
         run_settings.check_resume(str(tmp_path), _params(tmp_path))
+
+
+def test_a_list_setting_is_recorded_as_a_list_and_compared_as_one(tmp_path):
+    @dataclasses.dataclass
+    class Columns:
+        text_columns: tuple = setting((1, 2), "Columns.", kind="list")
+        learning_rate: float = setting(1e-3, "Rate.")
+
+    run_settings.record_settings(str(tmp_path), Columns())
+    assert run_settings.read_settings(str(tmp_path)) == {"text_columns": [1, 2], "learning_rate": 1e-3}
+    run_settings.check_resume(str(tmp_path), Columns())  # the tuple read back as a list is the same setting
+    with pytest.raises(RunError, match=r"--text_columns=\[1, 2\] \(now \[3\]\)"):
+        run_settings.check_resume(str(tmp_path), Columns(text_columns=(3,)))
+
+
+def test_a_refusal_shows_four_changed_settings_and_counts_the_rest(tmp_path):
+    run_settings.record_settings(str(tmp_path), _params(tmp_path))
+    four = dict(learning_rate=1e-3, train_batch_size=8, warmup_step=10, max_seq_length=64)
+    with pytest.raises(RunError, match=r"settings: --max_seq_length=512 \(now 64\), .*--warmup_step=0 \(now 10\); "
+                                       "resume with"):
+        run_settings.check_resume(str(tmp_path), _params(tmp_path, **four))
+    with pytest.raises(RunError, match=r"--warmup_step=0 \(now 10\) and 1 more; resume with"):
+        run_settings.check_resume(str(tmp_path), _params(tmp_path, **four, dropout_prob=0.2))
