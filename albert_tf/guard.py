@@ -4,8 +4,8 @@ A script declares its settings (`albert_tf.settings.setting`): bounds, and the r
 it reads, an output it writes, and for an output folder the names it writes inside). `albert_tf.cli.run` hands
 the declarations of the flags the script defined, with their values, to `guarded`, which before `main` runs:
 
-1. checks every value against its bounds and choices, in the order the user gave the flags (a bad value: `UsageError`
-   naming the flag, exit status 2);
+1. checks every value against its bounds and choices and runs its declared `check`, in the order the user gave the
+   flags (a bad value: `UsageError` naming the flag, exit status 2);
 2. refuses any output that is an input, contains one (an output written whole, or an input among the names an
    output folder's run writes), or lies inside an input read whole (a SavedModel, a checkpoint folder), however
    spelled (relative, `..`, symbolic or hard links; a remote path, `gs://...`, as written);
@@ -36,8 +36,9 @@ from albert_tf.settings import INPUT_ROLES, OUTPUT_ROLES, flag_spec
 
 def check_values(specs, values, order=()):
     """Raises `UsageError` for the first setting (flags named in `order` first, then the others) whose value lies
-    outside its declared bounds or choices (a flag's own parser holds the choices too; a params dataclass built in
-    code meets them here, with the same message). `specs` and `values` are keyed by flag name."""
+    outside its declared bounds or choices, or that its declared `check` refuses (a flag's own parser holds the
+    choices too; a params dataclass built in code meets them here, with the same message). `specs` and `values`
+    are keyed by flag name."""
     names = [n for n in order if n in specs] + [n for n in specs if n not in order]
     for name in names:
         spec = specs[name]
@@ -46,11 +47,12 @@ def check_values(specs, values, order=()):
             continue
         if spec.kind == "list":
             list_items(name, spec, value)
-            continue
-        if spec.bounds is not None and value not in spec.bounds:
+        elif spec.bounds is not None and value not in spec.bounds:
             raise UsageError(f"--{name}={value}: must be {spec.bounds}")
-        if spec.choices is not None and value not in spec.choices:
+        elif spec.choices is not None and value not in spec.choices:
             raise UsageError(f"--{name}={value}: must be one of {', '.join(spec.choices)}")
+        if spec.check is not None:
+            spec.check(value, values)
 
 
 _ITEM_NAMES = {int: "whole numbers", float: "numbers"}

@@ -17,7 +17,9 @@ other values are another run's, refused (a glob over the folder would read them 
 an output, the bool setting without which what exists there already is refused. `trains=False` marks a setting that does
 not change what a training run trains (logging, evaluation, exports, where it runs): a resume may change it.
 `required=True` a setting a run cannot do without (`required=("vocab_file",)`: unless one of those is set), and
-`excludes=` the settings that may not be given with it; `why=` says why, after either error.
+`excludes=` the settings that may not be given with it; `why=` says why, after either error. `check=` a function
+`(value, values)` raising `UsageError` for what only the other settings or the files named can tell (with
+`--runner` an output is one prefix; shards named from an output over an input), run with the bounds and choices.
 A new script gets every guarantee of the guard by declaring its settings; it writes no checks of its own.
 """
 
@@ -71,7 +73,7 @@ PROBABILITY = Range(0, 1)
 
 def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=None, flag_default=_NO_DEFAULT,
             bounds=None, items=None, count=None, role=None, writes=(), under=None, replaced_by=None, trains=True,
-            required=False, why=None, excludes=()):
+            required=False, why=None, excludes=(), check=None):
     """A dataclass field (`default`, or required when none) carrying its flag's help text and, where they differ
     from the field, the flag's name, kind, enum choices and default; with the `bounds`, file `role`, for an
     output folder the names it `writes`, and whether a run needs it (see the module docstring)."""
@@ -83,7 +85,8 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
         raise ValueError("setting(replaced_by=...) is for an output role")
     metadata = {"help": help_text}
     for key, value in (("flag", flag), ("kind", kind), ("choices", choices), ("bounds", bounds), ("items", items),
-                       ("count", count), ("role", role), ("under", under), ("replaced_by", replaced_by)):
+                       ("count", count), ("role", role), ("under", under), ("replaced_by", replaced_by),
+                       ("check", check)):
         if value is not None:
             metadata[key] = value
     if writes:
@@ -105,7 +108,7 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
 class FlagSpec:
     """The flag a `setting` field declares: absl kind (bool, integer, float, string, enum, list), name, default,
     help text, for an enum its choices; and what the guard checks: `bounds`, `items`, `count`, `role`, `writes`,
-    `under`, `replaced_by`; `required`:
+    `under`, `replaced_by`, `check`; `required`:
     None when optional, else the flags that may stand in for it (empty: none), `why` the reason told with it;
     `excludes`: flags not given with it."""
 
@@ -124,6 +127,7 @@ class FlagSpec:
     required: tuple = None
     why: str = None
     excludes: tuple = ()
+    check: object = None
 
 
 _KINDS = {bool: "bool", int: "integer", float: "float", str: "string", list: "list"}
@@ -146,7 +150,8 @@ def flag_spec(field):
     return FlagSpec(kind, metadata.get("flag", field.name), default, metadata["help"], metadata.get("choices"),
                     metadata.get("bounds"), metadata.get("items"), metadata.get("count"), metadata.get("role"),
                     metadata.get("writes", ()), metadata.get("under"), metadata.get("replaced_by"),
-                    metadata.get("required"), metadata.get("why"), metadata.get("excludes", ()))
+                    metadata.get("required"), metadata.get("why"), metadata.get("excludes", ()),
+                    metadata.get("check"))
 
 
 def flag_specs(params_cls):

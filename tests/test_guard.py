@@ -550,3 +550,29 @@ def test_a_remote_input_inside_a_written_folder_is_written_over():
         f.write("the user's")
     with pytest.raises(UsageError, match="would write over the input --input_file"):
         _guard_files(input_file=source, output_dir="ram://guard_remote_deep/run")
+
+
+def test_a_declared_check_runs_with_the_other_settings_in_the_order_given():
+    seen = []
+
+    def even_unless_odd_allowed(value, values):
+        seen.append((value, values["allow_odd"]))
+        if value % 2 and not values["allow_odd"]:
+            raise UsageError(f"--count={value}: must be even unless --allow_odd")
+
+    @dataclasses.dataclass
+    class Checked:
+        count: int = setting(None, "Count.", check=even_unless_odd_allowed)
+        allow_odd: bool = setting(False, "Odd.")
+        size: int = setting(1, "Size.", bounds=NON_NEGATIVE)
+
+    specs = {spec.name: spec for spec in flag_specs(Checked).values()}
+    guard.check_values(specs, {"count": None, "allow_odd": False, "size": 1})
+    assert seen == []  # unset: nothing to check
+    guard.check_values(specs, {"count": 3, "allow_odd": True, "size": 1})
+    with pytest.raises(UsageError, match=r"^--count=3: must be even unless --allow_odd$"):
+        guard.check_values(specs, {"count": 3, "allow_odd": False, "size": -1}, order=["count", "size"])
+    with pytest.raises(UsageError, match=r"^--size=-1: must be at least 0$"):
+        guard.check_values(specs, {"count": 3, "allow_odd": False, "size": -1}, order=["size", "count"])
+    with pytest.raises(UsageError, match="must be even"):
+        guard.check_params(Checked(count=5))  # a params dataclass built in code meets it too

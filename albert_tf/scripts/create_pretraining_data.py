@@ -43,6 +43,13 @@ from albert_tf.settings import NON_NEGATIVE, POSITIVE, Range, setting  # noqa: E
 FLAGS = flags.FLAGS
 
 
+def _one_prefix_with_runner(output_file, values):
+    """--output_file's declared check: a Beam pipeline writes --num_output_shards files from one name prefix."""
+    if values.get("runner") and "," in output_file:
+        raise cli.UsageError("with --runner, --output_file is one name prefix: the pipeline writes "
+                             "--num_output_shards files <prefix>-00000-of-0000N")
+
+
 @dataclasses.dataclass
 class PretrainingDataRequest:
     """What one run reads and writes, and how: each field is this script's flag of the same name (the generation
@@ -53,7 +60,7 @@ class PretrainingDataRequest:
                               role="input_files", required=True)
     output_file: str = setting(None, "Output TF example file, or comma-separated list of files; instances are spread "
                                      "over them round-robin.", role="output_files", replaced_by="overwrite",
-                               required=("output_dir",), excludes=("output_dir",))
+                               required=("output_dir",), excludes=("output_dir",), check=_one_prefix_with_runner)
     vocab_file: str = setting(None, "WordPiece vocabulary file (used when no --spm_model_file is given).",
                               role="input_file")
     spm_model_file: str = setting(None, "SentencePiece model file, e.g. data/30k-clean.model.", role="input_file",
@@ -108,9 +115,6 @@ def _beam_outputs(request):
     """(prefix, suffix) of the Beam outputs: `<prefix>-SSSSS-of-NNNNN<suffix>` files."""
     if request.output_dir:
         return request.output_dir.rstrip("/") + "/pretraining", ".tfrecord"
-    if "," in request.output_file:
-        raise cli.UsageError("with --runner, --output_file is one name prefix: the pipeline writes "
-                             "--num_output_shards files <prefix>-00000-of-0000N")
     return request.output_file, ""
 
 

@@ -25,9 +25,32 @@ from absl import logging
 from albert_tf import cli, fileio
 from albert_tf.data import corpus
 from albert_tf.data.corpus import readers, sentences, writer
+from albert_tf.data.pretraining.config import PretrainingDataError
 from albert_tf.data.pretraining.shards import expand_input_patterns
 from albert_tf.progress import ProgressLog
 from albert_tf.settings import NON_NEGATIVE, POSITIVE, setting
+
+def _no_shard_over_an_input(output_file, values):
+    """--output_file's declared check: none of the shards it names (with --shard_size_mb, any count of them) is one
+    of the inputs. The guard compares --output_file itself; the shard names come from the count."""
+    if not values.get("input_file"):
+        return  # the guard names the missing setting
+    try:
+        inputs = expand_input_patterns(values["input_file"], what="--input_file")
+    except PretrainingDataError:  # nothing to collide with; main names the missing input
+        return
+    if values.get("shard_size_mb"):
+        pattern = writer.shard_pattern(output_file)
+        directory = os.path.dirname(os.path.abspath(output_file))
+        for path in inputs:
+            if pattern.match(os.path.basename(path)) and os.path.dirname(os.path.abspath(path)) == directory:
+                raise cli.UsageError(f"--output_file {output_file} would write shards over the input --input_file "
+                                     f"{path}; write the output elsewhere")
+    else:
+        outputs = writer.shard_paths(output_file, values.get("num_output_shards") or 1)
+        fileio.refuse_inputs_as_outputs([("--output_file", path) for path in outputs],
+                                        [("--input_file", path) for path in inputs])
+
 
 @dataclasses.dataclass
 class CorpusRequest:
@@ -38,7 +61,7 @@ class CorpusRequest:
                                     "optionally .gz or .bz2).", role="input_files", required=True)
     output_file: str = setting(None, "Output file; with several shards the prefix of `<prefix>-0000i-of-0000N.txt` "
                                      "(a trailing .txt is dropped from the prefix).", role="output_file",
-                              required=True)
+                              required=True, check=_no_shard_over_an_input)
     input_format: str = setting("auto", "Input format; auto: by extension (.txt text; .jsonl, .json jsonl; after "
                                         ".gz/.bz2), else jsonl when a file starts with '{', else text.",
                                 choices=("auto", *readers.FORMATS))
@@ -61,21 +84,6 @@ cli.define_flags(CorpusRequest)
 cli.define_flags(corpus.CleaningOptions)
 
 
-def _check_outputs(request, inputs):
-    """Refuses, before anything is written, an output that is one of the inputs."""
-    inputs = [("--input_file", path) for path in inputs]
-    if request.shard_size_mb:
-        pattern = writer.shard_pattern(request.output_file)
-        directory = os.path.dirname(os.path.abspath(request.output_file))
-        for what, path in inputs:
-            if pattern.match(os.path.basename(path)) and os.path.dirname(os.path.abspath(path)) == directory:
-                raise cli.UsageError(f"--output_file {request.output_file} would write shards over the input {what} "
-                                     f"{path}; write the output elsewhere")
-    else:
-        outputs = writer.shard_paths(request.output_file, request.num_output_shards)
-        fileio.refuse_inputs_as_outputs([("--output_file", path) for path in outputs], inputs)
-
-
 def _warn_stale_shards(request, outputs):
     """Shards of an earlier run with another count, which a glob `<prefix>-*` would read too."""
     if fileio.is_remote(request.output_file):
@@ -95,7 +103,6 @@ def main(argv):
     request = cli.params_from_flags(CorpusRequest)
     cleaning = cli.params_from_flags(corpus.CleaningOptions)
     inputs = expand_input_patterns(request.input_file, what="--input_file")
-    _check_outputs(request, inputs)
     logging.info("reading %d file(s) into %s", len(inputs), request.output_file)
     with fileio.inputs_protected([("--input_file", path) for path in inputs]):
         stats = corpus.prepare_corpus(

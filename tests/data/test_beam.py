@@ -310,6 +310,19 @@ def test_stderr_of_a_failed_run_goes_to_its_log(capfd):
     assert not os.path.exists(log) and "noise" not in capfd.readouterr().err
 
 
+def test_a_runner_takes_one_output_prefix(tmp_path):
+    """--output_file's declared check: with --runner a list of files is refused before anything is read."""
+    args = [f"--input_file={os.path.join(DATA_DIR, 'corpus', 'sample_text.txt')}",
+            f"--output_file={tmp_path}/a,{tmp_path}/b", f"--spm_model_file={SPM}", "--runner=DirectRunner"]
+    result = run_script("create_pretraining_data.py", args)
+    assert_one_line_error(result, "--output_file is one name prefix", status=2)
+    assert os.listdir(tmp_path) == []
+    single = run_script("create_pretraining_data.py", args[:1] + [f"--output_file={tmp_path}/a,{tmp_path}/b"] +
+                        args[2:3])
+    assert single.returncode == 0, log_tail(single)  # without a runner, a list is the original's round-robin
+    assert sorted(os.listdir(tmp_path)) == ["a", "b"]
+
+
 def test_no_beam_flags_without_runner(tmp_path):
     """A Beam option is refused as an unknown flag without --runner (the local tool would ignore it), before
     anything is written; the same arguments with --runner are a Beam run."""

@@ -483,3 +483,14 @@ def test_no_document_left_is_one_error_with_the_counts_and_one_document_is_enoug
     assert os.listdir(tmp_path) == ["in.txt"]
     one = _write(tmp_path / "one.txt", "Just one document here.\n")
     assert corpus.prepare_corpus([one], str(tmp_path / "out.txt")).documents_written == 1
+
+
+@pytest.mark.parametrize("shards, name", [("--num_output_shards=2", "c-00001-of-00002.txt"),
+                                          ("--shard_size_mb=1", "c-00007-of-00009.txt")])
+def test_script_refuses_shards_over_an_input_before_reading(tmp_path, shards, name):
+    """--output_file's declared check: the shards it names (any count of them with --shard_size_mb) are
+    compared with the inputs, which the guard alone (seeing --output_file) cannot."""
+    path = _write(tmp_path / name, TEXT)
+    result = run_script("prepare_corpus.py", [f"--input_file={path}", f"--output_file={tmp_path}/c.txt", shards])
+    assert_one_line_error(result, "--output_file", name, status=2)
+    assert _read([path]) == [TEXT] and sorted(os.listdir(tmp_path)) == [name]
