@@ -35,11 +35,11 @@ class CheckpointCallback(keras.callbacks.Callback):
         self.last_step = last_step
         self._saved_at = None
 
-    def _maybe_save(self, force=False):
+    def _maybe_save(self):
         step = global_step(self.model)
         if step == self._saved_at:
             return
-        if force or step % self.every == 0 or step >= self.last_step:
+        if step % self.every == 0 or step >= self.last_step:
             path = self._save(step)
             self._saved_at = step
             logging.info("Saved checkpoint for step %d: %s", step, path)
