@@ -69,3 +69,11 @@ def test_an_ngram_is_cut_to_the_budget_and_the_sequence_end():
         else:  # three words cut to the budget of two
             assert chosen == [chosen[0], chosen[0] + 1] and accepted == [0, 1, 0]
     assert 0 < cut_by_end < 50
+
+
+def test_a_word_larger_than_the_budget_left_is_skipped_and_not_counted():
+    starts = [0, 3, 4]  # a word of 3 candidates, then one of 1
+    for seed in range(20):
+        accepted = [0]
+        chosen = choose_ngrams(starts, 2, UNIGRAMS, random.Random(seed), accepted=accepted)
+        assert chosen == [3] and accepted == [1]
