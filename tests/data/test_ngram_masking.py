@@ -77,3 +77,12 @@ def test_a_word_larger_than_the_budget_left_is_skipped_and_not_counted():
         accepted = [0]
         chosen = choose_ngrams(starts, 2, UNIGRAMS, random.Random(seed), accepted=accepted)
         assert chosen == [3] and accepted == [1]
+
+
+def test_an_ngram_touching_a_taken_first_word_is_skipped():
+    starts = list(range(4))  # 3 words of one candidate
+    bigrams = [0.0, 1.0]
+    for seed in range(30):
+        covered = bytearray([1, 0, 0])
+        chosen = choose_ngrams(starts, 10, bigrams, random.Random(seed), covered=covered)
+        assert 0 not in chosen and chosen

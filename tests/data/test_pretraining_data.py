@@ -738,3 +738,32 @@ def test_record_writers_refuse_a_protected_input_before_opening_any_output(tmp_p
             pytest.raises(UsageError, match=r"^--output_file .*b.tfrecord would overwrite the input --input_file"):
         writers.AtomicRecordWriters([str(tmp_path / "a.tfrecord"), str(kept)], what="--output_file")
     assert os.listdir(tmp_path) == ["b.tfrecord"] and kept.read_text() == "the user's records"
+
+
+@pytest.mark.parametrize("a_starts, b_starts, orphans", [
+    ([0, 0, 1, 1, 0, 1], [0, 1, 1], {1, 2, 8}),  # both segments begin with "##" pieces cut from their word
+    ([1, 0, 1, 1, 0, 1], [0, 1, 1], {8}),  # only B's: it would join A's last word across [SEP]
+    ([0, 1, 1, 0, 1, 1], [1, 1, 0], {1}),  # only A's
+    ([1, 0, 1, 1, 0, 1], [1, 1, 0], set()),  # whole words on both sides
+])
+def test_wordpiece_pieces_orphaned_by_truncation_are_never_masked(a_starts, b_starts, orphans):
+    """With every word masked (probability 1, unigrams), exactly the pieces that lost their word's head stay unmasked,
+    and only in WordPiece mode (a SentencePiece piece without a word start is a word's continuation by design)."""
+    tables = pdata.TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
+    tables.vocab_ids = np.array([tables.mask_id])
+    tables.vocab_size = 1
+    la, lb = len(a_starts), len(b_starts)
+    docs = pdata.ShardDocuments(tokens=np.arange(100, 100 + la + lb, dtype=np.int32),
+                                word_start=np.array(a_starts + b_starts, bool), bounds=[[0, la, la + lb]], skipped=0,
+                                text_bytes=0)
+    config = pdata.PretrainingConfig(max_seq_length=32, masked_lm_prob=1.0, max_predictions_per_seq=20, ngram=1)
+    every = set(range(1, la + 1)) | set(range(la + 2, la + lb + 2))  # [CLS] A [SEP] B [SEP]
+    for seed in range(5):
+        tables.is_sentencepiece = False
+        positions, _ = pdata.mask_instance(docs, (0, la, la, la + lb, 0), config, tables, random.Random(seed),
+                                           pdata.ngram_cdf(1))
+        assert set(positions) == every - orphans, seed
+        tables.is_sentencepiece = True
+        positions, _ = pdata.mask_instance(docs, (0, la, la, la + lb, 0), config, tables, random.Random(seed),
+                                           pdata.ngram_cdf(1))
+        assert set(positions) == every, seed
