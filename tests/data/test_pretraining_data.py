@@ -767,3 +767,29 @@ def test_wordpiece_pieces_orphaned_by_truncation_are_never_masked(a_starts, b_st
         positions, _ = pdata.mask_instance(docs, (0, la, la, la + lb, 0), config, tables, random.Random(seed),
                                            pdata.ngram_cdf(1))
         assert set(positions) == every, seed
+
+
+@pytest.mark.parametrize("prob, cap, budget", [
+    (0.2, 20, 3),  # round((10 + 3) * 0.2) = round(2.6)
+    (0.25, 20, 3),  # round(3.25)
+    (0.01, 20, 1),  # round(0.13) = 0, at least 1
+    (1.0, 4, 4),  # capped by max_predictions_per_seq
+    (1.0, 20, 10),  # every candidate (13 rounds to more than there are)
+])
+@pytest.mark.parametrize("whole_word", [True, False])
+def test_the_masking_budget_is_the_originals(prob, cap, budget, whole_word):
+    """min(max_predictions_per_seq, max(1, round((candidates + 3) * masked_lm_prob))) positions, as the original's
+    `num_to_predict` counts them over [CLS] A [SEP] B [SEP]; with unigrams of one-piece words the budget is met
+    exactly, and with probability 1 every piece is masked."""
+    tables = pdata.TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
+    tables.vocab_ids = np.array([tables.mask_id])
+    tables.vocab_size = 1
+    docs = pdata.ShardDocuments(tokens=np.arange(100, 110, dtype=np.int32), word_start=np.ones(10, bool),
+                                bounds=[[0, 5, 10]], skipped=0, text_bytes=0)
+    config = pdata.PretrainingConfig(max_seq_length=32, masked_lm_prob=prob, max_predictions_per_seq=cap, ngram=1,
+                                     do_whole_word_mask=whole_word)
+    for seed in range(5):
+        positions, _ = pdata.mask_instance(docs, (0, 5, 5, 10, 0), config, tables, random.Random(seed),
+                                           pdata.ngram_cdf(1))
+        assert len(positions) == budget
+        assert set(positions) <= {1, 2, 3, 4, 5, 7, 8, 9, 10, 11}
