@@ -172,6 +172,8 @@ flags.DEFINE_float("head_only_fraction", 0.0, "Low-resource run: the pretrained 
                    "run_classifier --head_only_steps); 0: plain fine-tuning. Write such a run to its own "
                    "--work_dir and --results_json (its settings differ); --scratch_work_dir reuses another run's "
                    "from-scratch arm.", lower_bound=0.0, upper_bound=0.99)
+flags.DEFINE_boolean("plot_only", False, "Low-resource run: draw the figure (--plot) from --results_json as it "
+                     "stands (an unfinished run's too) and stop; nothing is trained.")
 flags.DEFINE_string("candidate", None, "The recipe search's candidate to fine-tune (default: its best so far).")
 
 SETTINGS_JSON = "bench_settings.json"
@@ -747,6 +749,15 @@ def lowresource(work_dir, config_default):
     from bench.support import label_subsets  # pylint: disable=import-outside-toplevel
 
     tasks = ["sst-2"] + ([] if FLAGS.skip_pair else [FLAGS.pair_task])
+    results_json = FLAGS.results_json if FLAGS["results_json"].present else os.path.join(
+        REPO, "bench", "results", "pretrain_lowresource.json")
+    plot_path = FLAGS.plot if FLAGS["plot"].present else os.path.join(REPO, "bench", "figures",
+                                                                      "pretrain_lowresource.png")
+    if FLAGS.plot_only:
+        with open(results_json, encoding="utf-8") as f:
+            stored = json.load(f)
+        plot_lowres(plot_path, stored, [t for t in tasks if stored["results"].get(t)])
+        return
     glue_dir = os.path.abspath(FLAGS.glue_dir)
     sizes, available = {}, {}
     for task in tasks:
@@ -760,10 +771,6 @@ def lowresource(work_dir, config_default):
         label_subsets.seeds_for_size(n, seeds)
     model = recipe_model(work_dir) if FLAGS.recipe_work_dir else own_model(work_dir, config_default)
     config = AlbertConfig.from_json_file(model["albert_config_file"])
-    results_json = FLAGS.results_json if FLAGS["results_json"].present else os.path.join(
-        REPO, "bench", "results", "pretrain_lowresource.json")
-    plot_path = FLAGS.plot if FLAGS["plot"].present else os.path.join(REPO, "bench", "figures",
-                                                                      "pretrain_lowresource.png")
     settings = {"pretrained": model["identity"], "albert_config": config.to_dict(),
                 "spm_model_file": os.path.basename(model["spm_model_file"]), "max_seq_length": model["max_seq_length"],
                 "sizes": {t: [label_subsets.size_key(n) for n in sizes[t]] for t in tasks},
