@@ -441,6 +441,7 @@ def test_permutation_moves_tokens_among_selected_positions():
                                 text_bytes=0)
     config = pdata.PretrainingConfig(max_seq_length=128, do_permutation=True)
     cdf = pdata.ngram_cdf(3)
+    moved = 0
     for seed in range(20):
         instance = (0, 60, 100, 162, 0)
         positions, outputs = pdata.mask_instance(docs, instance, config, tables, random.Random(seed), cdf)
@@ -448,6 +449,8 @@ def test_permutation_moves_tokens_among_selected_positions():
         permuted = [p for p, o in zip(positions, outputs) if o not in (tables.mask_id, pdata.KEEP)]
         assert len(positions) - len(permuted) <= 19 and 0 < len(permuted) <= 19
         assert sorted(o for p, o in zip(positions, outputs) if p in permuted) == sorted(original[p] for p in permuted)
+        moved += sum(o != original[p] for p, o in zip(positions, outputs) if p in permuted)
+    assert moved > 100  # shuffled, not put back where they were
 
 
 def test_wordpiece_mode(tmp_path):
@@ -793,3 +796,22 @@ def test_the_masking_budget_is_the_originals(prob, cap, budget, whole_word):
                                            pdata.ngram_cdf(1))
         assert len(positions) == budget
         assert set(positions) <= {1, 2, 3, 4, 5, 7, 8, 9, 10, 11}
+
+
+def test_permutation_never_moves_pieces_orphaned_by_truncation():
+    """WordPiece: the permuted positions are mapped back from candidates to the sequence like the masked ones."""
+    tables = pdata.TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
+    tables.vocab_ids = np.array([tables.mask_id])
+    tables.vocab_size = 1
+    tables.is_sentencepiece = False
+    starts = [0, 0, 1, 1, 0, 1, 0, 1, 1]  # A: 6 pieces, the first two orphaned; B: 3, the first orphaned
+    docs = pdata.ShardDocuments(tokens=np.arange(100, 109, dtype=np.int32), word_start=np.array(starts, bool),
+                                bounds=[[0, 6, 9]], skipped=0, text_bytes=0)
+    config = pdata.PretrainingConfig(max_seq_length=32, masked_lm_prob=0.25, max_predictions_per_seq=20, ngram=1,
+                                     do_permutation=True)
+    seen = set()
+    for seed in range(40):
+        positions, _ = pdata.mask_instance(docs, (0, 6, 6, 9, 0), config, tables, random.Random(seed),
+                                           pdata.ngram_cdf(1))
+        seen.update(positions)
+    assert seen == {3, 4, 5, 6, 9, 10}  # every word's pieces, never the orphans at 1, 2 and 8
