@@ -110,3 +110,15 @@ def test_a_keras_hub_config_that_is_no_albert_backbone_names_the_preset(tmp_path
     with pytest.raises(CorruptCheckpointError, match=rf"keras-hub preset {re.escape(str(preset))}: its config.json "
                                                      r"has no 'vocabulary_size'"):
         registry.get("keras_hub").read_config(str(preset))
+
+
+def test_a_load_summary_counts_and_names_up_to_five_missing_weights():
+    from albert_tf.checkpoints.format import LoadResult  # pylint: disable=import-outside-toplevel
+
+    assert str(LoadResult("original", ["a", "b"], [], ["u"])) == ("original checkpoint: 2 weights loaded, 0 missing, "
+                                                                 "1 unused")
+    five = [f"w{i}" for i in range(5)]
+    assert str(LoadResult("native", [], five, [])) == ("native checkpoint: 0 weights loaded, 5 missing "
+                                                      "(w0, w1, w2, w3, w4), 0 unused")
+    assert str(LoadResult("native", [], five + ["w5"], [])) == ("native checkpoint: 0 weights loaded, 6 missing "
+                                                               "(w0, w1, w2, w3, w4...), 0 unused")

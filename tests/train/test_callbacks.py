@@ -55,13 +55,16 @@ def _at_step(callback, step):
     return callback
 
 
-def test_checkpoints_are_saved_every_n_steps_at_the_last_and_once_per_step(tmp_path):
+def test_checkpoints_are_saved_every_n_steps_at_the_last_and_once_per_step(tmp_path, monkeypatch):
+    lines = []
+    monkeypatch.setattr(callbacks.logging, "info", lambda message, *args: lines.append(message % args))
     manager = _Manager(tmp_path)
     saver = callbacks.CheckpointCallback(manager, every=3, last_step=7)
     for step in range(1, 8):
         _at_step(saver, step).on_train_batch_end(0)
     _at_step(saver, 7).on_train_end()  # already saved at 7: not again
     assert manager.saved == [3, 6, 7]
+    assert lines == [f"Saved checkpoint for step {s}: {tmp_path / f'ckpt-{s}'}" for s in (3, 6, 7)]
     _at_step(saver, 8).on_train_end()  # past the last step (a resumed run's): saved
     assert manager.saved == [3, 6, 7, 8]
     _at_step(saver, 8).on_train_batch_end(0)
@@ -119,6 +122,11 @@ def test_the_step_log_comes_every_n_steps_and_at_the_end(monkeypatch):
     for step in (1, 2):
         _at_step(every_step, step).on_train_batch_end(0, {})
     assert lines == ["step 1/7: ", "step 2/7: "]
+    lines.clear()
+    default = callbacks.StepLogger(total_steps=1000)  # every 100 steps unless told
+    for step in (99, 100, 101, 200):
+        _at_step(default, step).on_train_batch_end(0, {})
+    assert lines == ["step 100/1000: ", "step 200/1000: "]
 
 
 def test_the_summaries_are_written_at_the_global_step(tmp_path):
