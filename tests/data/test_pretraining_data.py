@@ -5,6 +5,7 @@ import dataclasses
 import glob
 import os
 import random
+import re
 
 import numpy as np
 import pytest
@@ -815,3 +816,11 @@ def test_permutation_never_moves_pieces_orphaned_by_truncation():
                                            pdata.ngram_cdf(1))
         seen.update(positions)
     assert seen == {3, 4, 5, 6, 9, 10}  # every word's pieces, never the orphans at 1, 2 and 8
+
+
+def test_only_pieces_of_the_digit_comma_rule_take_the_slow_path():
+    """The pieces the original's "1,000," rule splits ("▁1,000," -> "▁1,000" ",") are the ones whose lines are
+    re-encoded piece by piece; every other line is encoded in bulk."""
+    tables = pdata.TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
+    flagged = {piece for piece, idx in tables.tokenizer.vocab.items() if tables._comma_ids[idx]}  # pylint: disable=protected-access
+    assert flagged and flagged == {p for p in tables.tokenizer.vocab if re.search(r"\d,$", p)}
