@@ -537,6 +537,18 @@ def test_lines_to_ids_equal_tokenizer(sp_tokenizer):
     assert ids.tolist() == expected and lengths == expected_lengths
 
 
+def test_wordpiece_lines_to_ids_equal_tokenizer_and_blank_lines_break(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n##s\nsat\n", encoding="utf-8")
+    tokenizer = tokenization.FullTokenizer(vocab_file=str(vocab), do_lower_case=True)
+    tables = pdata.TokenTables(tokenizer)
+    ids, lengths = tables.lines_to_ids("The cats sat\n\n   \ncat")
+    assert ids.dtype == np.int32 and ids.tolist() == [5, 6, 7, 8, 6]
+    assert lengths == [4, -1, -1, 1]
+    ids, lengths = tables.lines_to_ids("\n  ")
+    assert ids.dtype == np.int32 and ids.tolist() == [] and lengths == [-1, -1]
+
+
 def test_sentencepiece_word_start_rule():
     starts = {"\u2581the": True, "ing": False, "'s": True, ",": True, "1": True, "<unk>": True, "[CLS]": False,
               "\u2581": True, "abc": False, "Abc": False, "é": True, "-": True}
