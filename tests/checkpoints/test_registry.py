@@ -122,3 +122,16 @@ def test_a_load_summary_counts_and_names_up_to_five_missing_weights():
                                                       "(w0, w1, w2, w3, w4), 0 unused")
     assert str(LoadResult("native", [], five + ["w5"], [])) == ("native checkpoint: 0 weights loaded, 6 missing "
                                                                "(w0, w1, w2, w3, w4...), 0 unused")
+
+
+def test_a_model_without_weights_is_built_by_a_forward_pass_of_its_own_shape(tiny_config):
+    from albert_tf.checkpoints.format import ensure_built  # pylint: disable=import-outside-toplevel
+    from albert_tf.model import AlbertForMultipleChoice  # pylint: disable=import-outside-toplevel
+
+    for model in (AlbertForMultipleChoice(tiny_config, dropout_prob=0.0), AlbertForPretraining(tiny_config)):
+        assert not model.weights
+        ensure_built(model)
+        count = len(model.weights)
+        assert count > 0
+        ensure_built(model)  # built already: nothing changes
+        assert len(model.weights) == count

@@ -151,6 +151,9 @@ def test_each_new_checkpoint_is_evaluated_once(tmp_path):
     evaluator.on_train_batch_end(0)  # evaluated already (a resumed run's record)
     manager.save(6)
     evaluator.on_train_batch_end(0)
-    evaluator.on_train_end()
     assert calls == [(os.path.join(str(tmp_path), "ckpt-6"), 6)]
+    evaluator.on_train_batch_end(0)
+    manager.save(8)  # the last save of fit, seen at its end
+    evaluator.on_train_end()
+    assert calls == [(os.path.join(str(tmp_path), f"ckpt-{s}"), s) for s in (6, 8)]
     assert callbacks.checkpoint_step("gs://b/run/ckpt-120") == 120
