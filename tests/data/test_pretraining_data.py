@@ -761,6 +761,7 @@ def test_record_writers_refuse_a_protected_input_before_opening_any_output(tmp_p
     ([1, 0, 1, 1, 0, 1], [0, 1, 1], {8}),  # only B's: it would join A's last word across [SEP]
     ([0, 1, 1, 0, 1, 1], [1, 1, 0], {1}),  # only A's
     ([1, 0, 1, 1, 0, 1], [1, 1, 0], set()),  # whole words on both sides
+    ([0, 1, 1, 0, 1, 1], [1, 1, 1], {1}),  # only A's, B ending on a word start
 ])
 def test_wordpiece_pieces_orphaned_by_truncation_are_never_masked(a_starts, b_starts, orphans):
     """With every word masked (probability 1, unigrams), exactly the pieces that lost their word's head stay unmasked,
@@ -836,3 +837,16 @@ def test_only_pieces_of_the_digit_comma_rule_take_the_slow_path():
     tables = pdata.TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
     flagged = {piece for piece, idx in tables.tokenizer.vocab.items() if tables._comma_ids[idx]}  # pylint: disable=protected-access
     assert flagged and flagged == {p for p in tables.tokenizer.vocab if re.search(r"\d,$", p)}
+
+
+def test_each_word_is_one_accepted_ngram_and_keep_is_no_vocabulary_id():
+    """Every piece a word start, all masked as unigrams: 10 accepted n-grams of one word (no empty group before
+    the first); the "keep the original" marker can never be a drawn replacement id."""
+    tables = pdata.TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
+    docs = pdata.ShardDocuments(tokens=np.arange(100, 110, dtype=np.int32), word_start=np.ones(10, bool),
+                                bounds=[[0, 5, 10]], skipped=0, text_bytes=0)
+    config = pdata.PretrainingConfig(max_seq_length=32, masked_lm_prob=1.0, max_predictions_per_seq=20, ngram=1)
+    drawn, accepted = [0], [0]
+    pdata.mask_instance(docs, (0, 5, 5, 10, 0), config, tables, random.Random(0), pdata.ngram_cdf(1), drawn, accepted)
+    assert accepted == [10] and drawn == [10]
+    assert pdata.KEEP < 0 and pdata.KEEP not in tables.vocab_ids
