@@ -259,3 +259,20 @@ def executed_op_types(fn, *args):
     return collections.Counter(node.op for graph in metadata.function_graphs
                                for partition in graph.partition_graphs for node in partition.node)
 
+
+
+# The first lines of a fresh interpreter whose one CPU is split into two logical devices (a MirroredStrategy's two
+# replicas on a machine without accelerators); TensorFlow allows it only before it starts.
+TWO_CPUS = """
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+"""
+
+
+def json_on_two_cpus(code, timeout=300):
+    """Runs `TWO_CPUS` then `code` in a fresh interpreter and returns the JSON its last line of output prints."""
+    out = subprocess.run([sys.executable, "-c", TWO_CPUS + code], env=subprocess_env(), capture_output=True,
+                         text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -30,6 +30,7 @@ from albert_tf.data.pretraining.shards import expand_input_patterns
 from albert_tf.progress import ProgressLog
 from albert_tf.settings import NON_NEGATIVE, POSITIVE, setting
 
+
 def _no_shard_over_an_input(output_file, values):
     """--output_file's declared check: none of the shards it names (with --shard_size_mb, any count of them) is one
     of the inputs. The guard compares --output_file itself; the shard names come from the count."""

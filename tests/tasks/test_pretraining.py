@@ -28,7 +28,7 @@ from albert_tf.tasks.pretraining import PretrainingParams, PretrainingTask, Trai
 from albert_tf.train import distribution
 from albert_tf.train.distribution import StrategyError
 from albert_tf.train.optimization import LAMB, create_optimizer
-from tests.helpers import REPO, assert_one_line_error, flag_args, tree_snapshot
+from tests.helpers import REPO, TWO_CPUS, assert_one_line_error, flag_args, tree_snapshot
 
 SCRIPT = os.path.join(REPO, "run_pretraining.py")
 SEED = 12345  # PretrainingParams.random_seed and --random_seed default
@@ -456,11 +456,6 @@ def test_run_killed_after_a_checkpoint_resumes_to_bit_identical_weights(
 
 
 # ----------------------------------------------------------------- distribution strategies
-TWO_CPUS = """
-import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-"""
 
 
 # What the README states for N replicas against one device after a step (measured: about 3e-7 on 2 CPU replicas

@@ -2,9 +2,6 @@
 every example once, in file order whatever order the batches bring them, padding dropped, floats as float32, on
 one device and gathered from two replicas; an uneven batch and a missing example are errors."""
 
-import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,7 +9,7 @@ import tensorflow as tf
 
 from albert_tf.errors import UsageError
 from albert_tf.train.ordered_prediction import predict_in_order
-from tests.helpers import subprocess_env
+from tests.helpers import json_on_two_cpus
 
 
 def _model(inputs, training):
@@ -47,10 +44,6 @@ def test_an_example_the_batches_never_bring_is_an_error():
 
 TWO_REPLICAS = """
 import json
-import sys
-import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from albert_tf.errors import UsageError
 from albert_tf.train.ordered_prediction import predict_in_order
 from tests.train.test_ordered_prediction import _dataset_fn, _model
@@ -67,10 +60,7 @@ print(json.dumps({"id": outputs["id"].tolist(), "double": outputs["double"].toli
 
 
 def test_two_replicas_gather_every_example_in_order():
-    out = subprocess.run([sys.executable, "-c", TWO_REPLICAS], env=subprocess_env(), capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = json_on_two_cpus(TWO_REPLICAS)
     assert result["id"] == list(range(7)) and result["double"] == [2.0 * i for i in range(7)]
     assert result["uneven"] == "batch size 3 is not divisible by the 2 replicas"
 

@@ -1,11 +1,8 @@
 """Training machinery: the fit plan, gradient clipping, output-dir checks, stopping on a non-finite loss, the
 atomic results file, and every model under what Keras hands its train/test step."""
 
-import json
 import math
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -18,7 +15,7 @@ from albert_tf.data import records
 from albert_tf.train import steps
 from albert_tf.train.callbacks import NonFiniteLossError, StopOnNonFiniteLoss
 from albert_tf.train.runner import check_output_dir, plan_steps, record_config
-from tests.helpers import subprocess_env
+from tests.helpers import json_on_two_cpus
 
 
 # ----------------------------------------------------------------- plan_steps
@@ -97,10 +94,6 @@ def test_clip_inside_a_one_replica_strategy_step():
 
 TWO_REPLICAS = """
 import json
-import numpy as np
-import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from albert_tf.train import steps
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 grads = {0: [tf.constant([3.0, 0.0]), None], 1: [tf.constant([0.0, 4.0]), None]}
@@ -116,10 +109,7 @@ print(json.dumps([strategy.experimental_local_results(result)[i].numpy().tolist(
 def test_clip_across_two_replicas_takes_the_norm_of_their_sum():
     """Replica 0's gradient [3, 0] and replica 1's [0, 4] sum to norm 5: each is scaled by 1/5 (alone each
     would be scaled by 1/3 and 1/4)."""
-    out = subprocess.run([sys.executable, "-c", TWO_REPLICAS], env=subprocess_env(), capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    first, second = json.loads(out.stdout.strip().splitlines()[-1])
+    first, second = json_on_two_cpus(TWO_REPLICAS)
     np.testing.assert_allclose(first, [0.6, 0.0], rtol=1e-6)
     np.testing.assert_allclose(second, [0.0, 0.8], rtol=1e-6)
 
