@@ -297,6 +297,8 @@ def check_params(params):
     for field, spec in zip(dataclasses.fields(params), map(flag_spec, dataclasses.fields(params))):
         if spec is not None:
             specs[spec.name], values[spec.name] = spec, getattr(params, field.name)
+        else:  # a field only code sets (a task's `processor`): a declared `check` may read it
+            values[field.name] = getattr(params, field.name)
     check_values(specs, values)
     check_existing(specs, values)
     check_required(specs, values)

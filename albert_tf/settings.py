@@ -19,7 +19,9 @@ not change what a training run trains (logging, evaluation, exports, where it ru
 `required=True` a setting a run cannot do without (`required=("vocab_file",)`: unless one of those is set), and
 `excludes=` the settings that may not be given with it; `why=` says why, after either error. `check=` a function
 `(value, values)` raising `UsageError` for what only the other settings or the files named can tell (with
-`--runner` an output is one prefix; shards named from an output over an input), run with the bounds and choices.
+`--runner` an output is one prefix; shards named from an output over an input; a GLUE folder needs a known task),
+run with the bounds and choices when the value is set (`values`: every flag's, and for params built in code also
+the fields no flag sets).
 A new script gets every guarantee of the guard by declaring its settings; it writes no checks of its own.
 """
 

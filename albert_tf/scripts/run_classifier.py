@@ -65,19 +65,14 @@ FLAGS = flags.FLAGS
 
 
 def _processor():
+    """The task's reader: the user's own files', else (the guard has checked --task_name) a named task's."""
     from albert_tf.data import glue  # pylint: disable=import-outside-toplevel
 
-    if FLAGS.train_file or FLAGS.dev_file or FLAGS.test_file:
-        return glue.get_processor(
-            FLAGS.task_name, train_file=FLAGS.train_file, dev_file=FLAGS.dev_file, test_file=FLAGS.test_file,
-            text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column, label_column=FLAGS.label_column,
-            guid_column=FLAGS.guid_column, delimiter=FLAGS.delimiter, header=FLAGS.has_header,
-            labels=FLAGS.label_list or None, regression=FLAGS.regression, data_dir=FLAGS.data_dir)
-    try:
-        return glue.get_processor(FLAGS.task_name)
-    except glue.UnknownTaskError as err:
-        raise cli.UsageError(f"--task_name={FLAGS.task_name}: {err} (or give your own --train_file/--dev_file/"
-                             "--test_file)") from None
+    return glue.get_processor(
+        FLAGS.task_name, train_file=FLAGS.train_file, dev_file=FLAGS.dev_file, test_file=FLAGS.test_file,
+        text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column, label_column=FLAGS.label_column,
+        guid_column=FLAGS.guid_column, delimiter=FLAGS.delimiter, header=FLAGS.has_header,
+        labels=FLAGS.label_list or None, regression=FLAGS.regression, data_dir=FLAGS.data_dir)
 
 
 def main(argv):

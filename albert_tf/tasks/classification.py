@@ -64,6 +64,23 @@ class TrainableClassifier(TextInputs, TrainStep, AlbertClassifier):
     """
 
 
+# The flags of `run_classifier.py` that name a user's own files instead of a task of `task_table`.
+_OWN_FILE_FLAGS = ("train_file", "dev_file", "test_file")
+
+
+def _names_a_task(data_dir, values):
+    """--data_dir with neither own files nor a `processor` holds a named task's folders: --task_name must name one
+    of `task_table`'s `run_classifier.py` tasks."""
+    del data_dir
+    if values.get("processor") is not None or any(values.get(name) for name in _OWN_FILE_FLAGS):
+        return
+    try:
+        glue.get_processor(values.get("task_name"))
+    except glue.UnknownTaskError as err:
+        raise UsageError(f"--task_name={values.get('task_name') or ''}: {err} (or give your own --train_file/"
+                         "--dev_file/--test_file)") from None
+
+
 @dataclasses.dataclass(kw_only=True)
 class ClassifierParams(RuntimeParams):
     """Everything a fine-tuning run needs; each `setting` is also `run_classifier.py`'s flag of the same name and
@@ -79,7 +96,7 @@ class ClassifierParams(RuntimeParams):
     task_name: str = setting(None, task_table.task_name_help())
     data_dir: str = setting(None, "The input data dir: the GLUE folder holding the task's folder (e.g. SST-2/), or "
                                   "the task's folder itself. With --train_file etc., relative paths are looked up "
-                                  "here.", role="input_dir")
+                                  "here.", role="input_dir", check=_names_a_task)
     processor: glue.DataProcessor = None
     spm_model_file: str = spm_model_file_setting()
     vocab_file: str = vocab_file_setting()

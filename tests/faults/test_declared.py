@@ -22,6 +22,8 @@ SCRIPTS = ("create_pretraining_data", "create_vocab", "prepare_corpus", "run_pre
            "run_squad", "run_race", "export_model", "predict")
 INPUTS = ("input_file", "input_files", "input_dir", "input_tree", "input_checkpoint")
 READ_WHOLE = ("input_tree", "input_checkpoint")
+# What a user's command holds besides the two paths, so that the collision is the one thing wrong with it.
+CONTEXT = {"run_classifier": ["--task_name=sst-2"]}
 
 
 def _runner(script, *args):
@@ -69,11 +71,11 @@ def collision_cases(script, root):
             os.symlink(source + suffix, os.path.join(base, "link" + suffix))
             spelled = os.path.join(base, "data", "..", "data", "input")
             for kind, value in (("same", source), ("dotdot", spelled), ("symlink", os.path.join(base, "link"))):
-                cases.append((f"{out}={kind}:{inp}", [f"--{inp}={source}{suffix}", f"--{out}={value}"],
-                              [f"--{out}", f"--{inp}"]))
+                cases.append((f"{out}={kind}:{inp}", [f"--{inp}={source}{suffix}", f"--{out}={value}",
+                                                      *CONTEXT.get(script, ())], [f"--{out}", f"--{inp}"]))
             if in_spec["role"] in READ_WHOLE:
-                cases.append((f"{out}=inside:{inp}", [f"--{inp}={source}", f"--{out}={source}/saved_model.pb"],
-                              [f"--{out}", f"--{inp}"]))
+                cases.append((f"{out}=inside:{inp}", [f"--{inp}={source}", f"--{out}={source}/saved_model.pb",
+                                                      *CONTEXT.get(script, ())], [f"--{out}", f"--{inp}"]))
             if out_spec["role"] == "output_prefix":
                 continue
             names = ["user_file"] if out_spec["role"] == "output_tree" else [
@@ -81,8 +83,8 @@ def collision_cases(script, root):
             for name in names[:2]:
                 folder = os.path.join(base, "out")
                 _make_input(os.path.join(folder, name), in_spec["role"])
-                cases.append((f"{inp}=inside:{out}:{name}", [f"--{inp}={folder}/{name}", f"--{out}={folder}"],
-                              [f"--{out}", f"--{inp}"]))
+                cases.append((f"{inp}=inside:{out}:{name}", [f"--{inp}={folder}/{name}", f"--{out}={folder}",
+                                                             *CONTEXT.get(script, ())], [f"--{out}", f"--{inp}"]))
     return cases
 
 

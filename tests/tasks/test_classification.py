@@ -17,6 +17,7 @@ from albert_tf.checkpoints import CheckpointError
 from albert_tf.config import AlbertConfig
 from albert_tf.data import glue
 from albert_tf.errors import AlbertError as RunError
+from albert_tf.errors import UsageError
 from albert_tf.tasks.classification import ClassifierParams, build_classifier, run_classifier, write_predictions
 from albert_tf.text.tokenization import FullTokenizer
 from tests.helpers import REPO as REPO_ROOT
@@ -240,8 +241,11 @@ def test_bad_input(tmp_path):
     with pytest.raises(RunError, match="Cannot use sequence length 256 because the ALBERT model was only trained "
                                        "up to sequence length 128"):
         run_classifier(_params(tmp_path / "a", do_train=True, max_seq_length=256))
-    with pytest.raises(glue.UnknownTaskError, match="known tasks: cola, "):
+    with pytest.raises(UsageError, match="--task_name=sst2: unknown task 'sst2'; known tasks: cola, "):
         run_classifier(_params(tmp_path / "b", task_name="sst2", do_train=True))
+    with pytest.raises(UsageError, match="--task_name=: no task name given; known tasks: cola, "):
+        run_classifier(_params(tmp_path / "b", task_name=None, do_train=True))
+    assert not (tmp_path / "b").exists()
     with pytest.raises(RunError, match="--best_metric 'f1' is not reported for task sst-2"):
         run_classifier(_params(tmp_path / "c", do_eval=True, best_metric="f1"))
     with pytest.raises(RunError, match="nothing to evaluate"):
