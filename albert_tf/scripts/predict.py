@@ -60,14 +60,8 @@ def main(argv):
     del argv  # cli.run refuses positional arguments
     request = cli.params_from_flags(PredictRequest)
 
-    from albert_tf import fileio  # pylint: disable=import-outside-toplevel
     from albert_tf.serving import batch_prediction, rest  # pylint: disable=import-outside-toplevel
 
-    if request.output_file != "-":
-        fileio.refuse_inputs_as_outputs(
-            [("--output_file", request.output_file)],
-            [("--input_file", request.input_file), ("--export_dir", request.export_dir),
-             ("--encoder_dir", request.encoder_dir)])
     if request.request_json:
         if request.request_json == "-":
             text = batch_prediction.decode_text(sys.stdin.buffer.read(), "<stdin>")
