@@ -55,7 +55,6 @@ class OwnData:
 
 
 cli.define_flags(ClassifierParams, exclude=cli.runtime_settings())
-flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation and of the input order.")
 cli.define_flags(OwnData)
 cli.define_hub_module_flag()
 cli.define_tpu_flags()

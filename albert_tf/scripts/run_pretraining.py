@@ -19,7 +19,6 @@ from albert_tf import cli
 from albert_tf.tasks.pretraining import PretrainingParams, PretrainingTask
 
 cli.define_flags(PretrainingParams, exclude=cli.runtime_settings())
-flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, of the input order and of online masks.")
 flags.DEFINE_integer("num_workers", 2, "Demo only: processes that build the demo's pretraining records.")
 cli.define_tpu_flags()
 cli.define_runtime_flags()

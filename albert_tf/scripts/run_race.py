@@ -27,7 +27,6 @@ from albert_tf.tasks.race import RaceParams, run_race
 cli.define_flags(RaceParams, exclude=cli.runtime_settings())
 flags.DEFINE_flag(flags.Flag(flags.EnumParser(["race"], case_sensitive=False), flags.ArgumentSerializer(),
                              "task_name", "race", "The name of the task: race, in any case (as the original)."))
-flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, dropout and input order.")
 cli.define_hub_module_flag()
 cli.define_tpu_flags()
 cli.define_runtime_flags()

@@ -36,7 +36,6 @@ flags.DEFINE_string("predict_feature_left_file", None, "Accepted for compatibili
                                                        "pickled there is stored in --predict_feature_file.")
 flags.DEFINE_bool("use_einsum", True, "Accepted for compatibility and unused: the attention here always runs as "
                                        "einsums.")
-flags.DEFINE_integer("random_seed", 12345, "Seed of the initialisation, the example shuffle and the input order.")
 cli.define_hub_module_flag()
 cli.define_tpu_flags()
 cli.define_runtime_flags()

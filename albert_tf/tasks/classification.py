@@ -90,6 +90,7 @@ class ClassifierParams(RuntimeParams):
     `glue.CsvProcessor` for a user's files (the script builds it from its own-data flags).
     """
 
+    random_seed: int = setting(12345, "Seed of the initialisation and of the input order.")
     albert_config: AlbertConfig = albert_config_setting("The albert_config.json of the model (its architecture).")
     output_dir: str = output_dir_setting("Where checkpoints, results and predictions are written.",
                                          CLASSIFIER_WRITES)

@@ -47,6 +47,7 @@ class PretrainingParams(RuntimeParams):
     """Everything a pretraining run needs; each `setting` is also `run_pretraining.py`'s flag of the same name and
     default (the original's, plus this project's), with its help text."""
 
+    random_seed: int = setting(12345, "Seed of the initialisation, of the input order and of online masks.")
     albert_config: AlbertConfig = albert_config_setting("The albert_config.json of the model to train.")
     input_file: str = setting(help_text="Input TFRecord files: comma-separated globs. Without it: the demo.",
                               flag_default=None, role="input_files")

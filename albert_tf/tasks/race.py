@@ -52,6 +52,7 @@ class RaceParams(RuntimeParams):
     """Everything a RACE run needs; each `setting` is also `run_race.py`'s flag of the same name and default (the
     original's), with its help text."""
 
+    random_seed: int = setting(12345, "Seed of the initialisation, dropout and input order.")
     albert_config: AlbertConfig = albert_config_setting("The albert_config.json of the pre-trained model.")
     data_dir: str = setting(help_text="Directory holding RACE/{train,dev,test}/{middle,high}/*.txt. Without it: the "
                                       "demo.", flag_default=None, role="input_dir")

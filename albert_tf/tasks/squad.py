@@ -67,6 +67,7 @@ class SquadParams(RuntimeParams):
     """Everything a SQuAD run needs; each `setting` is also `run_squad.py`'s flag of the same name and default (the
     original's), with its help text."""
 
+    random_seed: int = setting(12345, "Seed of the initialisation, the example shuffle and the input order.")
     albert_config: AlbertConfig = albert_config_setting("The albert_config.json of the pre-trained model.")
     spm_model_file: str = spm_model_file_setting(
         "The SentencePiece model the model was trained with (30k-clean.model).", required=True,

@@ -63,7 +63,7 @@ RUN_WRITES = ("ckpt-*", "checkpoint", "settings.json", "eval_results.txt", "eval
 class RuntimeParams:
     """Where and how a run executes, common to every script: the original's TPU flags, `--strategy`,
     precision, XLA, activation recomputation, the seed and the logging interval. Each `setting` field is the
-    flag of its name; `random_seed` is none, as each script says what its seed seeds."""
+    flag of its name; each task's params declare `random_seed`'s setting, saying what its seed seeds."""
 
     strategy: str = setting("default", "tf.distribute strategy: tpu, mirrored (GPUs of one machine), multi_worker "
                                        "(TF_CONFIG), one_device, or default (no distribution).",

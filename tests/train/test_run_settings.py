@@ -13,6 +13,9 @@ import albert_tf
 from albert_tf.errors import RunError
 from albert_tf.settings import setting
 from albert_tf.tasks.classification import ClassifierParams
+from albert_tf.tasks.pretraining import PretrainingParams
+from albert_tf.tasks.race import RaceParams
+from albert_tf.tasks.squad import SquadParams
 from albert_tf.train import run_settings
 from tests.helpers import tiny_config
 
@@ -42,6 +45,16 @@ def test_a_resume_with_other_training_settings_is_refused(tmp_path):
                                        r"--learning_rate=5e-05 \(now 0\.001\); .*--allow_settings_change"):
         run_settings.check_resume(str(tmp_path), _params(tmp_path, learning_rate=1e-3, train_batch_size=8))
     run_settings.check_resume(str(tmp_path), _params(tmp_path, learning_rate=1e-3), allow_change=True)
+
+
+@pytest.mark.parametrize("params_class", [ClassifierParams, PretrainingParams, RaceParams, SquadParams])
+def test_every_task_records_its_seed_and_a_resume_with_another_is_refused(tmp_path, params_class):
+    """The seed orders the input and draws online masks: each task's params declare it as a setting."""
+    assert "random_seed" in run_settings.training_settings(params_class)
+    run_settings.record_settings(str(tmp_path), _params(tmp_path, random_seed=7))
+    assert run_settings.read_settings(str(tmp_path))["random_seed"] == 7
+    with pytest.raises(RunError, match=r"--random_seed=7 \(now 12345\)"):
+        run_settings.check_resume(str(tmp_path), _params(tmp_path))
 
 
 def test_logging_evaluation_and_placement_may_change(tmp_path):
