@@ -84,6 +84,25 @@ def test_a_strategy_of_one_process_always_writes(tmp_path):
         assert distribution.is_chief(strategy) and distribution.worker_dir(str(tmp_path), strategy) == str(tmp_path)
 
 
+def test_a_tpu_found_is_connected_then_initialised_then_used(monkeypatch):
+    """The resolver of --tpu_name (else --master) is connected to, its TPU system initialised, and the strategy
+    built on it, in that order (each stand-in records its call)."""
+    calls, resolver = [], object()
+
+    def found(tpu, zone, project):
+        calls.append(("resolve", tpu, zone, project))
+        return resolver
+
+    monkeypatch.setattr(distribution, "_tpu_resolver", found)
+    monkeypatch.setattr(tf.config, "experimental_connect_to_cluster", lambda r: calls.append(("connect", r)))
+    monkeypatch.setattr(tf.tpu.experimental, "initialize_tpu_system", lambda r: calls.append(("initialise", r)))
+    monkeypatch.setattr(tf.distribute, "TPUStrategy", lambda r: ("strategy", r))
+    assert distribution.get_strategy("default", master="grpc://10.0.0.2:8470", tpu_zone="z",
+                                     use_tpu=True) == ("strategy", resolver)
+    assert calls == [("resolve", "grpc://10.0.0.2:8470", "z", None), ("connect", resolver),
+                     ("initialise", resolver)]
+
+
 def test_the_tpu_lookup_checks_each_worker_answers_within_the_limit(monkeypatch):
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))

@@ -14,7 +14,8 @@ from tests.helpers import json_on_two_cpus
 
 def _model(inputs, training):
     assert training is False
-    return {"double": tf.cast(inputs["x"], tf.float64) * 2.0, "id": inputs["x"]}
+    x = inputs["x"]
+    return {"double": tf.cast(x, tf.float64) * 2.0, "id": x, "pair": tf.stack([x, -x], axis=1)}  # [batch, 2]
 
 
 def _dataset_fn(order, global_batch, drop=()):
@@ -35,6 +36,7 @@ def test_outputs_come_back_in_file_order_without_the_padding():
     assert outputs["double"].dtype == np.float32 and outputs["id"].dtype == np.int32
     np.testing.assert_array_equal(outputs["double"], np.arange(10) * 2.0)
     np.testing.assert_array_equal(outputs["id"], np.arange(10))
+    np.testing.assert_array_equal(outputs["pair"], np.stack([np.arange(10), -np.arange(10)], axis=1))
 
 
 def test_an_example_the_batches_never_bring_is_an_error():
@@ -55,13 +57,15 @@ try:
     uneven = None
 except UsageError as err:
     uneven = str(err)
-print(json.dumps({"id": outputs["id"].tolist(), "double": outputs["double"].tolist(), "uneven": uneven}))
+print(json.dumps({"id": outputs["id"].tolist(), "double": outputs["double"].tolist(), "pair": outputs["pair"].tolist(),
+                  "uneven": uneven}))
 """
 
 
 def test_two_replicas_gather_every_example_in_order():
     result = json_on_two_cpus(TWO_REPLICAS)
     assert result["id"] == list(range(7)) and result["double"] == [2.0 * i for i in range(7)]
+    assert result["pair"] == [[i, -i] for i in range(7)]  # a second axis gathered along the batch
     assert result["uneven"] == "batch size 3 is not divisible by the 2 replicas"
 
 
