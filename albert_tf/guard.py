@@ -278,11 +278,12 @@ def check_required(specs, values, order=()):
         if spec.required is None or values.get(name) not in (None, "", [], (), False):
             continue
         if not any(values.get(other) not in (None, "", [], (), False) for other in spec.required):
-            raise UsageError(_required_message(name, spec))
+            raise UsageError(_required_message(name, spec, specs))
 
 
-def _required_message(name, spec):
-    names = [f"--{n}" for n in (name, *spec.required)]
+def _required_message(name, spec, specs):
+    # a field only code sets (a task's `processor`) may stand in too, but a user is told the flags
+    names = [f"--{n}" for n in (name, *spec.required) if n in specs]
     if spec.kind == "bool":
         listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
         return f"At least one of {listed} must be True."

@@ -22,56 +22,20 @@ SavedModel for TF Serving, and with --export_huggingface_dir a folder transforme
 AutoModelForSequenceClassification and AutoTokenizer open (label names included).
 """
 
-import dataclasses
 import math
 
 from absl import flags
 
 from albert_tf import cli
-from albert_tf.settings import setting
 from albert_tf.tasks.classification import ClassifierParams, run_classifier
 
 
-@dataclasses.dataclass
-class OwnData:
-    """Your own CSV/TSV files instead of a GLUE task: each field is this script's flag of the same name."""
-
-    train_file: str = setting(None, "Your own data: the training file (CSV/TSV).", role="input_file",
-                              under="data_dir", required=("data_dir", "dev_file", "test_file"),
-                              why="a GLUE --task_name reads its files from --data_dir; your own data comes from "
-                                  "--train_file, --dev_file and --test_file")
-    dev_file: str = setting(None, "Your own data: the dev file.", role="input_file", under="data_dir")
-    test_file: str = setting(None, "Your own data: the test file (no label column needed).", role="input_file",
-                             under="data_dir")
-    text_a_column: str = setting("0", "Your own data: column of the (first) text: 0-based position or header name.")
-    text_b_column: str = setting(None, "Your own data: column of the second text of a pair.")
-    label_column: str = setting("1", "Your own data: column of the label.")
-    guid_column: str = setting(None, "Your own data: column of an example id (the index in submit_results.tsv).")
-    delimiter: str = setting("tab", "Your own data: field separator: tab, comma, or one character.")
-    has_header: bool = setting(True, "Your own data: whether the files' first row is a header.")
-    label_list: list = setting(None, "Your own data: the labels in index order (default: sorted labels of the train "
-                                     "file).")
-    regression: bool = setting(False, "Your own data: the label is a number (one output, squared-error loss).")
-
-
 cli.define_flags(ClassifierParams, exclude=cli.runtime_settings())
-cli.define_flags(OwnData)
 cli.define_hub_module_flag()
 cli.define_tpu_flags()
 cli.define_runtime_flags()
 
 FLAGS = flags.FLAGS
-
-
-def _processor():
-    """The task's reader: the user's own files', else (the guard has checked --task_name) a named task's."""
-    from albert_tf.data import glue  # pylint: disable=import-outside-toplevel
-
-    return glue.get_processor(
-        FLAGS.task_name, train_file=FLAGS.train_file, dev_file=FLAGS.dev_file, test_file=FLAGS.test_file,
-        text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column, label_column=FLAGS.label_column,
-        guid_column=FLAGS.guid_column, delimiter=FLAGS.delimiter, header=FLAGS.has_header,
-        labels=FLAGS.label_list or None, regression=FLAGS.regression, data_dir=FLAGS.data_dir)
 
 
 def main(argv):
@@ -83,8 +47,7 @@ def main(argv):
     if threshold is not None and math.isnan(threshold):
         threshold = None  # the original's default: no threshold
     config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
-    params = cli.params_from_flags(ClassifierParams, albert_config=config, processor=_processor(),
-                                   init_checkpoint=cli.init_checkpoint(),
+    params = cli.params_from_flags(ClassifierParams, albert_config=config, init_checkpoint=cli.init_checkpoint(),
                                    threshold_to_export=threshold)
     outcome = run_classifier(params)
 

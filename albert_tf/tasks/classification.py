@@ -86,8 +86,9 @@ class ClassifierParams(RuntimeParams):
     """Everything a fine-tuning run needs; each `setting` is also `run_classifier.py`'s flag of the same name and
     default, with its help text.
 
-    `processor` (a `glue.DataProcessor`) overrides the `task_name` + `data_dir` lookup, e.g. a
-    `glue.CsvProcessor` for a user's files (the script builds it from its own-data flags).
+    The task's reader is `processor` when given (a `glue.DataProcessor` built in code), else the reader of the
+    user's own files (`train_file`, `dev_file`, `test_file` and their columns), else that of the task `task_name`
+    names, its files under `data_dir`.
     """
 
     random_seed: int = setting(12345, "Seed of the initialisation and of the input order.")
@@ -144,6 +145,35 @@ class ClassifierParams(RuntimeParams):
     threshold_to_export: float = setting(None, "A classification threshold to serve with the exported model (output "
                                                "'threshold').", flag_default=float("nan"), trains=False)
     best_metric: str = setting(None, task_table.best_metric_help(), trains=False)
+    # A user's own CSV/TSV files instead of a named task (`run_classifier.py` builds no processor: the task reads
+    # these); a `processor` given in code stands in for them.
+    train_file: str = setting(None, "Your own data: the training file (CSV/TSV).", role="input_file",
+                              under="data_dir", required=("data_dir", "dev_file", "test_file", "processor"),
+                              why="a GLUE --task_name reads its files from --data_dir; your own data comes from "
+                                  "--train_file, --dev_file and --test_file")
+    dev_file: str = setting(None, "Your own data: the dev file.", role="input_file", under="data_dir")
+    test_file: str = setting(None, "Your own data: the test file (no label column needed).", role="input_file",
+                             under="data_dir")
+    text_a_column: str = setting("0", "Your own data: column of the (first) text: 0-based position or header name.")
+    text_b_column: str = setting(None, "Your own data: column of the second text of a pair.")
+    label_column: str = setting("1", "Your own data: column of the label.")
+    guid_column: str = setting(None, "Your own data: column of an example id (the index in submit_results.tsv).")
+    delimiter: str = setting("tab", "Your own data: field separator: tab, comma, or one character.")
+    has_header: bool = setting(True, "Your own data: whether the files' first row is a header.")
+    label_list: list = setting(None, "Your own data: the labels in index order (default: sorted labels of the train "
+                                     "file).")
+    regression: bool = setting(False, "Your own data: the label is a number (one output, squared-error loss).")
+
+
+def task_processor(params):
+    """The reader of a `ClassifierParams`' task (see its docstring)."""
+    if params.processor is not None:
+        return params.processor
+    return glue.get_processor(
+        params.task_name, train_file=params.train_file, dev_file=params.dev_file, test_file=params.test_file,
+        text_a_column=params.text_a_column, text_b_column=params.text_b_column, label_column=params.label_column,
+        guid_column=params.guid_column, delimiter=params.delimiter, header=params.has_header,
+        labels=params.label_list or None, regression=params.regression, data_dir=params.data_dir)
 
 
 def build_classifier(config, num_labels, dropout_prob=0.1, preprocessor=None, head_only_steps=0):
@@ -208,7 +238,7 @@ class ClassificationTask(TaskBase):
     # -- checks and data ------------------------------------------------------------------------------------------
 
     def check(self, params, strategy):
-        self.processor = params.processor or glue.get_processor(params.task_name)
+        self.processor = task_processor(params)
         self.tokenizer_ = self.tokenizer(params)
         self.static_shapes = isinstance(strategy, tf.distribute.TPUStrategy)
         self.chief = distribution.is_chief(strategy)
@@ -262,7 +292,7 @@ class ClassificationTask(TaskBase):
     # -- model and training ---------------------------------------------------------------------------------------
 
     def primary_metric(self, params):
-        processor = self.processor or params.processor or glue.get_processor(params.task_name)
+        processor = self.processor or task_processor(params)
         return params.best_metric or glue_metrics.primary_metric(processor.task_name, processor.is_regression)
 
     def train_schedule(self, params):

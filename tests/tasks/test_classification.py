@@ -18,7 +18,8 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data import glue
 from albert_tf.errors import AlbertError as RunError
 from albert_tf.errors import UsageError
-from albert_tf.tasks.classification import ClassifierParams, build_classifier, run_classifier, write_predictions
+from albert_tf.tasks.classification import (ClassifierParams, build_classifier, run_classifier, task_processor,
+                                           write_predictions)
 from albert_tf.text.tokenization import FullTokenizer
 from tests.helpers import REPO as REPO_ROOT
 from tests.helpers import SAMPLE_GLUE, SPM, TINY, subprocess_env
@@ -235,6 +236,26 @@ def test_own_csv_data(tmp_path):
     assert json.loads((tmp_path / "out" / "task.json").read_text())["labels"] == ["neg", "pos"]
     labels = {row[1] for row in _read_tsv(tmp_path / "out" / "submit_results.tsv")[1:]}
     assert labels <= {"neg", "pos"}
+
+
+def test_the_reader_comes_from_the_own_files_settings_else_the_named_task(tmp_path):
+    """`task_processor`: the code-built `processor` first, else the user's files read as the settings say
+    (relative to --data_dir, columns by header name, the labels inferred), else the named GLUE task."""
+    (tmp_path / "train.csv").write_text('id;sentiment;text\n7;pos;"great; really"\n8;neg;dull\n')
+    params = _params(tmp_path / "out", task_name="Mine", data_dir=str(tmp_path), train_file="train.csv",
+                     delimiter=";", text_a_column="text", label_column="sentiment", guid_column="id")
+    own = task_processor(params)
+    assert own.task_name == "mine" and own.get_labels() == ["neg", "pos"] and not own.is_regression
+    assert [(e.guid, e.text_a, e.label) for e in own.get_train_examples(None)] == [
+        ("7", "great; really", "pos"), ("8", "dull", "neg")]
+    listed = task_processor(dataclasses.replace(params, label_list=["pos", "neg", "sentiment"], has_header=False,
+                                                text_a_column="2", label_column="1", guid_column=None))
+    assert listed.get_labels() == ["pos", "neg", "sentiment"] and listed.num_labels == 3
+    assert [e.text_a for e in listed.get_train_examples(None)] == ["text", "great; really", "dull"]  # no header
+    assert task_processor(dataclasses.replace(params, regression=True, label_column="id")).is_regression
+    assert task_processor(_params(tmp_path / "out")).task_name == "sst-2"
+    given = glue.CsvProcessor(train_file=str(tmp_path / "train.csv"), delimiter=";", task_name="given")
+    assert task_processor(dataclasses.replace(params, processor=given)) is given
 
 
 def test_bad_input(tmp_path):

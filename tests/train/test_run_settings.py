@@ -57,6 +57,19 @@ def test_every_task_records_its_seed_and_a_resume_with_another_is_refused(tmp_pa
         run_settings.check_resume(str(tmp_path), _params(tmp_path))
 
 
+def test_own_data_columns_are_recorded_and_change_what_is_trained(tmp_path):
+    """A user's own files are read by the task's settings (not a processor the script built): their columns and
+    labels are recorded and a resume reading other columns is refused; the files' paths may move."""
+    trained = run_settings.training_settings(ClassifierParams)
+    assert {"text_a_column", "label_column", "delimiter", "has_header", "label_list", "regression"} <= trained
+    assert not {"train_file", "dev_file", "test_file"} & trained
+    run_settings.record_settings(str(tmp_path), _params(tmp_path, train_file="a.csv", label_column="stars"))
+    assert run_settings.read_settings(str(tmp_path))["train_file"] == "a.csv"
+    run_settings.check_resume(str(tmp_path), _params(tmp_path, train_file="moved/a.csv", label_column="stars"))
+    with pytest.raises(RunError, match=r"--label_column=stars \(now 1\)"):
+        run_settings.check_resume(str(tmp_path), _params(tmp_path, train_file="a.csv"))
+
+
 def test_logging_evaluation_and_placement_may_change(tmp_path):
     run_settings.record_settings(str(tmp_path), _params(tmp_path))
     run_settings.check_resume(str(tmp_path), _params(tmp_path, log_every=1, do_eval=True, eval_batch_size=64,
