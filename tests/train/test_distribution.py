@@ -15,7 +15,10 @@ from albert_tf.train.distribution import StrategyError
 
 
 def test_each_name_builds_its_strategy():
-    assert isinstance(distribution.get_strategy("one_device"), tf.distribute.OneDeviceStrategy)
+    one = distribution.get_strategy("one_device")
+    assert isinstance(one, tf.distribute.OneDeviceStrategy)
+    gpu = bool(tf.config.list_logical_devices("GPU"))
+    assert one.extended.worker_devices[0].endswith("GPU:0" if gpu else "CPU:0")  # a GPU when there is one
     assert isinstance(distribution.get_strategy("mirrored"), tf.distribute.MirroredStrategy)
     assert distribution.get_strategy("default") is tf.distribute.get_strategy()
     assert distribution.get_strategy() is tf.distribute.get_strategy()
@@ -53,6 +56,10 @@ def test_multi_worker_needs_a_tf_config_that_is_a_json_object(monkeypatch):
         distribution.tf_config()
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"]}}))
     assert distribution.tf_config() == {"cluster": {"worker": ["a:1"]}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["localhost:1"]},
+                                                "task": {"type": "worker", "index": 0}}))
+    monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", lambda: "multi-worker strategy")
+    assert distribution.get_strategy("multi_worker") == "multi-worker strategy"
 
 
 class _MultiWorker:
@@ -82,6 +89,9 @@ def test_one_worker_writes_and_the_others_write_aside(monkeypatch, tmp_path, clu
 def test_a_strategy_of_one_process_always_writes(tmp_path):
     for strategy in (tf.distribute.get_strategy(), tf.distribute.OneDeviceStrategy("/cpu:0")):
         assert distribution.is_chief(strategy) and distribution.worker_dir(str(tmp_path), strategy) == str(tmp_path)
+    # a strategy with a cluster (a TPU's) that is not multi-worker: its one process writes, whatever the task
+    tpu_like = types.SimpleNamespace(cluster_resolver=types.SimpleNamespace(task_type="worker", task_id=1))
+    assert distribution.is_chief(tpu_like) and distribution.worker_dir(str(tmp_path), tpu_like) == str(tmp_path)
 
 
 def test_a_tpu_found_is_connected_then_initialised_then_used(monkeypatch):
