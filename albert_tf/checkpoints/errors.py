@@ -75,7 +75,5 @@ def reading(prefix):
     """Turns the errors of reading the TF checkpoint at `prefix` into a `CorruptCheckpointError` naming it."""
     try:
         yield
-    except CheckpointError:
-        raise
     except READ_ERRORS + (_decode_error(),) as err:
         raise CorruptCheckpointError(describe(prefix, err)) from None
