@@ -173,3 +173,49 @@ def test_the_plugin_records_each_tests_lines_and_runs_the_given_tests_first(tmp_
     out = _run_plugin(tmp_path, MUTATE_FIRST=str(first))
     order = [line.split(" ")[0] for line in out.splitlines() if " PASSED" in line]
     assert order == ["test_m.py::test_c", "test_m.py::test_b", "test_m.py::test_a"]
+
+
+_scores_spec = importlib.util.spec_from_file_location("mutation_scores", os.path.join(REPO, "tools",
+                                                                                     "mutation_scores.py"))
+scores = importlib.util.module_from_spec(_scores_spec)
+_scores_spec.loader.exec_module(scores)
+
+
+def _mutant(mutant_id, line, status, original="a < 1", col=4):
+    return {"id": mutant_id, "line": line, "col": col, "operator": "compare", "original": original,
+            "replacement": "a >= 1", "status": status}
+
+
+def _report(name, date, mutants, sha="s1", only=None, complete=True, selected=None, module="albert_tf/train/x.py"):
+    return {"file": name, "module": module, "date": date, "commit": "c" * 40, "source_sha256": sha, "only": only,
+            "lines": None, "complete": complete, "mutants": mutants, "mutants_selected": selected or len(mutants)}
+
+
+def test_scores_take_each_mutants_newest_outcome_matched_across_edits():
+    base = _report("x.json", "2026-12-04T10:00", [_mutant(0, 5, "killed"), _mutant(1, 9, "survived"),
+                                                  _mutant(2, 20, "survived"), _mutant(3, 30, "survived", "b")])
+    rerun = _report("x.rerun.json", "2026-12-04T11:00", [_mutant(1, 9, "killed")], only="1")
+    # the module edited: two lines up; the same change twice, matched by the nearest line
+    edited = _report("x.edited.json", "2026-12-04T12:00", [_mutant(0, 18, "killed"), _mutant(1, 28, "survived", "b")],
+                     sha="s2", only="2,3")
+    earlier = _report("x.old.json", "2026-12-04T09:00", [_mutant(3, 30, "killed", "b")])  # before the base: not read
+    score = scores.module_score([rerun, base, edited, earlier])
+    assert (score["base"], score["mutants"], score["killed"], score["stopped"]) == ("x.json", 4, 3, None)
+    assert score["later"] == ["x.rerun.json", "x.edited.json"]
+
+
+def test_a_stopped_run_is_the_base_only_without_a_complete_one_and_scores_what_it_ran():
+    complete = _report("x.json", "2026-12-04T10:00", [_mutant(0, 5, "killed"), _mutant(1, 9, "survived")])
+    stopped = _report("x.after.json", "2026-12-04T11:00", [_mutant(1, 9, "killed")], complete=False, selected=2)
+    assert scores.module_score([complete, stopped])["killed"] == 2  # the later run's outcome counts
+    alone = scores.module_score([stopped])
+    assert (alone["mutants"], alone["killed"], alone["stopped"]) == (1, 1, (1, 2))
+
+
+def test_the_package_table_sums_its_modules_and_names_those_with_no_report():
+    module = {"module": "albert_tf/train/x.py", "base": "x.json", "commit": "c" * 7, "lines": None, "stopped": None,
+              "mutants": 4, "killed": 3, "later": []}
+    text = scores.markdown([module], {"albert_tf/train/": ["albert_tf/train/x.py", "albert_tf/train/y.py"]})
+    assert "| `albert_tf/train/x.py` | x.json (ccccccc) | 0 | 4 | 3 | 75% |" in text
+    assert "| `albert_tf/train/` | 1 of 2 | 4 | 3 | 75% | y.py |" in text
+    assert "| `albert_tf/serving/` | 0 of 0 | 0 | 0 | - | none |" in text
