@@ -1,0 +1,91 @@
+"""The encoder SavedModel in-process (albert_tf/serving/encoder.py): each signature serves what the Keras model
+computes, the ids are checked in the graph, and the preprocessing export refuses what it cannot serve. The export
+loaded by a fresh process and by TF Serving's REST rules: tests/serving/test_export.py (slow)."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
+from albert_tf.serving.encoder import export_encoder, export_preprocessing
+from albert_tf.serving.savedmodel import ExportError
+from tests.helpers import SPM, tiny_config
+
+FEATURES = {"input_ids": [[2, 40, 41, 42, 3, 0], [2, 50, 3, 60, 61, 3]],
+            "input_mask": [[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]],
+            "segment_ids": [[0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1]]}
+
+
+def _ids(features):
+    return {k: tf.constant(v, tf.int32) for k, v in features.items()}
+
+
+@pytest.fixture(name="pretraining", scope="module")
+def _pretraining(tmp_path_factory):
+    model = AlbertForPretraining(tiny_config())
+    model(dummy_inputs(num_predictions=1), training=False)
+    export_dir = export_encoder(model, str(tmp_path_factory.mktemp("export") / "encoder"), tokenizer_file=SPM,
+                                do_lower_case=False)
+    return model, export_dir, tf.saved_model.load(export_dir)
+
+
+def test_each_signature_serves_the_models_outputs(pretraining):
+    model, _, loaded = pretraining
+    assert sorted(loaded.signatures) == ["mlm", "serving_default", "sop", "tokenization_info"]
+    features = _ids(FEATURES)
+    expected = model.albert(features, training=False)
+    served = loaded.signatures["serving_default"](**features)
+    assert sorted(served) == ["pooled_output", "sequence_output"]
+    for name in served:
+        assert served[name].dtype == tf.float32
+        np.testing.assert_allclose(served[name].numpy(), expected[name].numpy(), atol=1e-5)
+    positions = tf.constant([[1, 2], [3, 5]], tf.int32)
+    mlm = loaded.signatures["mlm"](**features, masked_lm_positions=positions)["mlm_logits"]
+    np.testing.assert_allclose(mlm.numpy(), model({**features, "masked_lm_positions": positions},
+                                                  training=False)["mlm_logits"].numpy(), atol=1e-4)
+    sop = loaded.signatures["sop"](**features)["sop_log_probs"]
+    logits = model.seq_relationship(expected["pooled_output"])
+    np.testing.assert_allclose(sop.numpy(), tf.nn.log_softmax(logits, axis=-1).numpy(), atol=1e-5)
+    assert sop.shape == (2, 2)
+
+
+def test_the_tokenizer_travels_with_the_export(pretraining):
+    _, export_dir, loaded = pretraining
+    info = loaded.signatures["tokenization_info"]()
+    path = info["vocab_file"].numpy().decode()
+    assert path.startswith(export_dir) and os.path.basename(path) == os.path.basename(SPM)
+    with open(path, "rb") as copy, open(SPM, "rb") as original:
+        assert copy.read() == original.read()
+    assert bool(info["do_lower_case"].numpy()) is False
+
+
+@pytest.mark.parametrize("signature", ["serving_default", "sop"])
+def test_ids_are_checked_in_the_graph(pretraining, signature):
+    _, _, loaded = pretraining
+    serve = loaded.signatures[signature]
+    too_long = {k: tf.ones([1, 129], tf.int32) for k in FEATURES}
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"sequence length exceeds max_position_embeddings "
+                                                            r"\(128\)"):
+        serve(**too_long)
+    for bad in (tiny_config().vocab_size, -1):
+        outside = {**FEATURES, "input_ids": [[2, bad, 3, 0, 0, 0], FEATURES["input_ids"][1]]}
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"input_ids outside the vocabulary \[0, "):
+            serve(**_ids(outside))
+
+
+def test_a_plain_encoder_has_no_pretraining_signatures_nor_tokenizer(tmp_path):
+    model = AlbertModel(tiny_config())
+    model(dummy_inputs(), training=False)
+    loaded = tf.saved_model.load(export_encoder(model, str(tmp_path / "encoder")))
+    assert sorted(loaded.signatures) == ["serving_default"]
+
+
+def test_the_preprocessing_export_refuses_what_it_cannot_serve(tmp_path):
+    with pytest.raises(ExportError, match="needs the tokenizer: spm_model_file"):
+        export_preprocessing(str(tmp_path / "p"))
+    with pytest.raises(ExportError, match="^max_seq_length 256 exceeds max_position_embeddings 128$"):
+        export_preprocessing(str(tmp_path / "p"), spm_model_file=SPM, max_seq_length=256,
+                             max_position_embeddings=128)
+    assert not (tmp_path / "p").exists()
