@@ -61,7 +61,7 @@ def load_checkpoint(model, path, init_from_group0=False, allow_missing_encoder=F
     if not pairs:
         raise CheckpointMismatchError(f"{path} ({fmt.name}) has no weight this model uses")
     for variable, value in pairs:
-        variable.assign(value.astype(np.dtype(variable.dtype)) if hasattr(value, "astype") else value)
+        variable.assign(np.asarray(value).astype(np.dtype(variable.dtype)))  # arrays or tensors alike
     if result.missing:
         logging.warning("Not in %s, left at their initial values: %s", path, ", ".join(result.missing))
     return result

@@ -64,6 +64,30 @@ def test_the_run_s_files_are_found_from_its_folder_checkpoints_and_best_checkpoi
         run_files.task_record(str(copy / "best_checkpoint"))
 
 
+def test_a_folder_named_best_checkpoint_outside_a_run_is_not_a_runs(tmp_path):
+    """Only a `best_checkpoint/` with `best_checkpoint.json` beside it sends the look-up to the folder above; a
+    checkpoint with no task.json is told where one would be."""
+    folder = tmp_path / "copies" / run_files.BEST_DIR
+    folder.mkdir(parents=True)
+    (tmp_path / "copies" / run_files.TASK_JSON).write_text('{"labels": ["a", "b"]}')
+    assert run_files.run_folders(str(folder / "ckpt-2")) == [str(folder)]
+    assert run_files.task_record(str(folder / "ckpt-2")) == (str(folder / run_files.TASK_JSON), None)
+    (tmp_path / "copies" / run_files.BEST_JSON).write_text("{}")
+    assert run_files.run_folders(str(folder)) == [str(folder), str(tmp_path / "copies")]
+    assert run_files.task_record(str(folder))[1] == {"labels": ["a", "b"]}
+
+
+def test_a_keras_hub_task_is_named_from_its_task_json_or_task_when_unreadable(tmp_path):
+    assert run_files.keras_hub_task(str(tmp_path)) is None
+    (tmp_path / "task.weights.h5").write_bytes(b"weights")
+    (tmp_path / "task.json").write_text('{"class_name": "AlbertTextClassifier"}')
+    assert run_files.keras_hub_task(str(tmp_path)) == "AlbertTextClassifier"
+    (tmp_path / "task.json").write_text("{not json")
+    assert run_files.keras_hub_task(str(tmp_path)) == "task"
+    (tmp_path / "task.json").write_text("[1]")
+    assert run_files.keras_hub_task(str(tmp_path)) == "task"
+
+
 def test_names_match_the_training_code():
     assert (run_files.BEST_DIR, run_files.BEST_JSON) == (best_checkpoint.BEST_DIR, best_checkpoint.BEST_JSON)
 
