@@ -1,0 +1,76 @@
+"""The RACE SavedModel in-process (albert_tf/serving/race.py): the ids signature against the Keras model, the
+`text` signature against `data.race.convert_example`'s features (blanks filled, options appended, a long
+question cut from the front, the article cut to fit), and the lengths it refuses. In a process without albert_tf:
+tests/tasks/test_race.py (slow)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.data import race
+from albert_tf.serving.race import export_race_model
+from albert_tf.serving.savedmodel import ExportError
+from albert_tf.tasks import race as race_task
+from albert_tf.text.tokenization import FullTokenizer
+from tests.helpers import SPM, tiny_config
+
+ARTICLE = ("Tom ``walked'' home through the park after school. It rained all afternoon, so he stayed inside and "
+           "read a book about ships, trains and the people who built them long ago.")
+EXAMPLES = [
+    race.RaceExample("q-0", "middle", ARTICLE, "Tom went home _ .", ["by bus", "ON FOOT", "by train", ""]),
+    race.RaceExample("q-1", "high", ARTICLE, "What did Tom read about, according to the passage and to the long "
+                                             "question that goes on and on?", ["ships", "cars", "planes", "dogs"]),
+    race.RaceExample("q-2", "high", "Short.", "From _ to _ ?", ["Six", "  seven  eight ", "9", "ten"]),
+]
+SEQ, QA = 32, 12
+
+
+@pytest.fixture(name="exported", scope="module")
+def _exported(tmp_path_factory):
+    model = race_task.build_model(tiny_config(), dropout_prob=0.0)
+    kernel = model.output_layer.kernel  # a head large enough that every token moves the probabilities
+    kernel.assign(np.random.default_rng(0).normal(0.0, 1000.0, kernel.shape).astype(np.float32))
+    export_dir = export_race_model(model, str(tmp_path_factory.mktemp("export") / "race"), tokenizer_file=SPM,
+                                   is_sentencepiece=True, max_seq_length=SEQ, max_qa_length=QA)
+    return model, tf.saved_model.load(export_dir)
+
+
+def test_text_and_ids_serve_what_the_model_gives_on_the_python_features(exported):
+    model, loaded = exported
+    assert sorted(loaded.signatures) == ["serving_default", "text", "tokenization_info"]
+    features = [race.convert_example(e, FullTokenizer(spm_model_file=SPM), SEQ, QA) for e in EXAMPLES]
+    assert any(len(f["tokens"][0]) == SEQ for f in features)  # the article was cut to fit
+    ids = {k: tf.constant([f[k] for f in features], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")}
+    logits = model(ids, training=False).numpy()
+    probabilities = tf.nn.softmax(logits, axis=-1).numpy()
+    assert np.ptp(probabilities, axis=-1).min() > 0.01  # outputs that tell inputs apart
+    served = loaded.signatures["serving_default"](**ids)
+    np.testing.assert_allclose(served["logits"].numpy(), logits, atol=1e-3, rtol=1e-5)
+    np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, atol=1e-4)  # graph vs eager
+    text = loaded.signatures["text"](article=tf.constant([e.article for e in EXAMPLES]),
+                                     question=tf.constant([e.question for e in EXAMPLES]),
+                                     options=tf.constant([e.options for e in EXAMPLES]))
+    np.testing.assert_allclose(text["probabilities"].numpy(), served["probabilities"].numpy(), atol=1e-5)
+    expected = probabilities.argmax(axis=-1)
+    for outputs in (served, text):
+        np.testing.assert_array_equal(outputs["prediction"].numpy(), expected)
+        assert [a.decode() for a in outputs["answer"].numpy()] == ["ABCD"[i] for i in expected]
+
+
+def test_lengths_it_cannot_serve_are_refused(tmp_path):
+    model = race_task.build_model(tiny_config())
+    with pytest.raises(ExportError, match=r"^max_qa_length 30 must be between 1 and max_seq_length - 3 \(29\)$"):
+        export_race_model(model, str(tmp_path / "a"), tokenizer_file=SPM, is_sentencepiece=True, max_seq_length=32,
+                          max_qa_length=30)
+    with pytest.raises(ExportError, match=r"between 1 and"):
+        export_race_model(model, str(tmp_path / "b"), tokenizer_file=SPM, is_sentencepiece=True, max_seq_length=32,
+                          max_qa_length=0)
+    with pytest.raises(ValueError, match="max_seq_length"):
+        export_race_model(model, str(tmp_path / "c"), tokenizer_file=SPM, is_sentencepiece=True, max_seq_length=256)
+    assert not any((tmp_path / name).exists() for name in "abc")
+
+
+def test_without_the_tokenizers_kind_there_is_no_text_signature(tmp_path):
+    model = race_task.build_model(tiny_config())
+    loaded = tf.saved_model.load(export_race_model(model, str(tmp_path / "ids"), tokenizer_file=SPM))
+    assert sorted(loaded.signatures) == ["serving_default", "tokenization_info"]
