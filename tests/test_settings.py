@@ -93,7 +93,8 @@ def _differences(flags, settings, by_hand):
     extra = set(flags) - {s[1] for s in settings} - by_hand
     problems.extend(f"--{name}: defined by hand, not listed in BY_HAND" for name in sorted(extra))
     problems.extend(f"--{name}: listed in BY_HAND, not defined" for name in sorted(by_hand - set(flags)))
-    problems.extend(f"--{name}: listed in BY_HAND, but a setting" for name in sorted(by_hand & {s[1] for s in settings}))
+    named = {s[1] for s in settings}
+    problems.extend(f"--{name}: listed in BY_HAND, but a setting" for name in sorted(by_hand & named))
     return problems
 
 

@@ -2,12 +2,12 @@
 
     python tools/mutation_scores.py > bench/results/mutation/scores.md
 
-For each module: its base report is its latest complete run over the whole module (or over a line range), else
-its latest run at all (a run stopped part-way scores the mutants it reached). Every later report of the module
-(its survivors run again after new tests, a later full run) then gives each mutant it ran its newest outcome,
-matched by id when the module's source is the same, else by operator, source text and column (the nearest line),
-since lines move as a module is edited. A mutant counts as killed when its newest outcome is killed or timeout. Catches seen only by hand are not
-counted: only stored runs are.
+For each module: its base report is its latest complete run over the whole module (or over a line range), else its
+latest run at all (a run stopped part-way scores the mutants it reached). Every later report of the module (its
+survivors run again after new tests, a later full run) then gives each mutant it ran its newest outcome, matched by
+id when the module's source is the same, else by operator, source text and column (the nearest line), since lines
+move as a module is edited. A mutant counts as killed when its newest outcome is killed or timeout. Catches seen
+only by hand are not counted: only stored runs are.
 """
 
 import argparse
@@ -82,7 +82,8 @@ def _percent(killed, mutants):
 
 def markdown(scores, modules_in_packages):
     """The tables: per module, then per core package (modules with no stored report named)."""
-    lines = ["| module | base report (commit) | later reports | mutants | killed | score |", "|---|---|---|---|---|---|"]
+    lines = ["| module | base report (commit) | later reports | mutants | killed | score |",
+             "|---|---|---|---|---|---|"]
     for s in sorted(scores, key=lambda s: s["module"]):
         where = f" lines {s['lines']}" if s["lines"] else ""
         stopped = f", stopped at {s['stopped'][0]} of {s['stopped'][1]}" if s["stopped"] else ""

@@ -15,7 +15,8 @@ def test_the_load_report_counts_and_names_the_first_five_missing():
         "original checkpoint: 2 weights loaded, 7 missing (w0, w1, w2, w3, w4...), 1 unused"
     assert str(LoadResult("native", ["a"], ["w0", "w1"], [])) == \
         "native checkpoint: 1 weights loaded, 2 missing (w0, w1), 0 unused"
-    assert str(LoadResult("huggingface", ["a"], [], [])) == "huggingface checkpoint: 1 weights loaded, 0 missing, 0 unused"
+    assert str(LoadResult("huggingface", ["a"], [], [])) == \
+        "huggingface checkpoint: 1 weights loaded, 0 missing, 0 unused"
 
 
 def test_a_format_by_default_is_not_writable_carries_no_config_and_refuses_by_name():

@@ -13,9 +13,12 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from albert_tf.data import squad
+from albert_tf.serving import squad as serving_squad
 from albert_tf.tasks.squad import SquadParams, run_squad
 from albert_tf.text.tokenization import FullTokenizer, preprocess_text
 from tests.helpers import SPM, SQUAD_V1, tiny_config
@@ -114,3 +117,76 @@ def test_text_export_answers_what_run_squad_predicts_in_later_windows(tmp_path, 
     assert any(e.strip() == g.strip() for e, g in zip(expected, gold)), (expected, gold)
     if version_2:
         assert served["is_impossible"][:len(paragraphs)] == [False] * len(paragraphs)
+
+
+def _random_layouts(rng, count):
+    """(question lengths, context lengths, max_seq_length, doc_stride) of `count` random requests."""
+    for _ in range(count):
+        max_seq_length = int(rng.integers(8, 24))
+        questions = [int(rng.integers(1, max_seq_length - 4)) for _ in range(int(rng.integers(1, 4)))]
+        contexts = [int(rng.integers(0, 40)) for _ in questions]
+        yield questions, contexts, max_seq_length, int(rng.integers(1, 12))
+
+
+def _ragged(lengths, offset=0):
+    return tf.ragged.constant([[offset + 100 * row + k for k in range(n)] for row, n in enumerate(lengths)],
+                              dtype=tf.int64, ragged_rank=1) if any(lengths) else \
+        tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int64), tf.constant(lengths, tf.int64))
+
+
+def test_graph_windows_and_max_context_owners_are_the_features_on_random_layouts():
+    """The text export's windows (`context_windows`) and max-context mask (`max_context_mask`) against
+    `data.squad.doc_spans_for` and `max_context_owners`, which the Python features use."""
+    rng = np.random.default_rng(0)
+    # and windows of 256 and 100 pieces, where the length bonus (0.01 a piece) outweighs one piece of context
+    for questions, contexts, max_seq_length, doc_stride in [([1], [300], 260, 200), *_random_layouts(rng, 60)]:
+        windows = serving_squad.context_windows(_ragged(questions, 1), _ragged(contexts, 10_000), max_seq_length,
+                                                doc_stride)
+        doc_offset = tf.gather(tf.constant([q + 2 for q in questions], tf.int64), windows["example"])
+        mask = serving_squad.max_context_mask(windows, doc_offset, max_seq_length).numpy()
+        flat = 0
+        for row, (q, c) in enumerate(zip(questions, contexts)):
+            spans = squad.doc_spans_for(c, max_seq_length - 3 - q, doc_stride) or [(0, 0)]
+            owners = squad.max_context_owners(spans, c)
+            assert windows["num_windows"].numpy()[row] == len(spans)
+            for index, (start, length) in enumerate(spans):
+                layout = (questions, contexts, max_seq_length, doc_stride, row, index)
+                assert windows["example"].numpy()[flat] == row and windows["index"].numpy()[flat] == index, layout
+                assert (windows["start"].numpy()[flat], windows["length"].numpy()[flat]) == (start, length), layout
+                assert windows["context"][flat].numpy().tolist() == [10_000 + 100 * row + k
+                                                                     for k in range(start, start + length)]
+                assert windows["question"][flat].numpy().tolist() == [1 + 100 * row + k for k in range(q)]
+                expected = [q + 2 <= p < q + 2 + length and owners[start + p - q - 2] == index
+                            for p in range(max_seq_length)]
+                assert mask[flat].tolist() == expected, layout
+                flat += 1
+
+
+def test_the_best_span_and_window_are_the_first_of_the_highest_valid_score():
+    rng = np.random.default_rng(1)
+    for _ in range(40):
+        n, k, t = int(rng.integers(1, 4)), int(rng.integers(1, 6)), 10
+        starts, ends = rng.integers(0, t, (n, k)), rng.integers(0, t, (n, k))
+        start_scores = rng.integers(-3, 3, (n, k)).astype(np.float32)  # whole numbers: ties happen
+        end_scores = rng.integers(-3, 3, (n, k)).astype(np.float32)
+        valid_start, valid_end = rng.random((n, t)) < 0.7, rng.random((n, t)) < 0.7
+        got = serving_squad.best_candidate(tf.constant(starts), tf.constant(ends), tf.constant(start_scores),
+                                           tf.constant(end_scores), tf.constant(valid_start), tf.constant(valid_end),
+                                           4)
+        for w in range(n):
+            scored = [(float(start_scores[w, i] + end_scores[w, i]), -i) for i in range(k)
+                      if valid_start[w, starts[w, i]] and valid_end[w, ends[w, i]]
+                      and 0 <= ends[w, i] - starts[w, i] < 4]
+            if not scored:
+                assert got[2].numpy()[w] == -np.inf
+                continue
+            score, minus_i = max(scored)
+            assert (got[0].numpy()[w], got[1].numpy()[w], got[2].numpy()[w]) == \
+                (starts[w, -minus_i], ends[w, -minus_i], score)
+    # across windows: per question the first window with the highest score
+    num_windows = tf.constant([2, 1, 3], tf.int64)
+    windows = {"example": tf.constant([0, 0, 1, 2, 2, 2], tf.int64), "index": tf.constant([0, 1, 0, 0, 1, 2], tf.int64),
+               "num_windows": num_windows}
+    scores = tf.constant([1.0, 1.0, -np.inf, 0.5, 2.0, 2.0], tf.float64)
+    flat, best = serving_squad.pick_window(scores, windows)
+    assert flat.numpy().tolist() == [0, 2, 4] and best.numpy().tolist() == [1.0, -np.inf, 2.0]
