@@ -1,0 +1,34 @@
+"""Where a TF checkpoint lies in a folder (albert_tf/checkpoints/tf_checkpoint.py): a TF2 SavedModel's variables
+only with its graph and without a TF1 hub module's marker, a TF1 hub module's only with its variables, and a
+folder that is neither left as it is."""
+
+import os
+
+from albert_tf.checkpoints import tf_checkpoint
+
+
+def _touch(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(b"x")
+
+
+def test_a_saved_models_variables_need_its_graph_and_no_hub_marker(tmp_path):
+    folder = str(tmp_path / "export")
+    _touch(os.path.join(folder, "variables", "variables.index"))
+    assert tf_checkpoint.saved_model_variables(folder) is None  # variables without a graph
+    _touch(os.path.join(folder, "saved_model.pb"))
+    assert tf_checkpoint.saved_model_variables(folder) == os.path.join(folder, "variables", "variables")
+    _touch(os.path.join(folder, "tfhub_module.pb"))
+    assert tf_checkpoint.saved_model_variables(folder) is None  # a TF1 hub module's
+    assert tf_checkpoint.saved_model_variables(object()) is None  # a live model is no folder
+    assert tf_checkpoint.saved_model_variables(os.path.join(folder, "saved_model.pb")) is None
+
+
+def test_a_hub_module_resolves_to_its_variables_only_when_they_are_there(tmp_path):
+    folder = str(tmp_path / "hub")
+    _touch(os.path.join(folder, "tfhub_module.pb"))
+    assert tf_checkpoint.resolve(folder) == folder  # the marker alone: nothing to read there
+    _touch(os.path.join(folder, "variables", "variables.index"))
+    assert tf_checkpoint.resolve(folder) == os.path.join(folder, "variables", "variables")
+    assert tf_checkpoint.resolve(object) is object
