@@ -60,10 +60,8 @@ def _json_values(value, dtype, where):
     check(value)
     try:
         array = np.array(value)
-    except ValueError:
+    except ValueError:  # numpy refuses ragged nesting
         raise RestError(f"{where}: the nested lists are ragged (rows of different lengths)") from None
-    if array.dtype == object:
-        raise RestError(f"{where}: the nested lists are ragged (rows of different lengths)")
     if dtype.is_integer and array.size:
         info = np.iinfo(np_dtype)
         if array.min() < info.min or array.max() > info.max:
