@@ -41,10 +41,9 @@ def copy_checkpoint(prefix, output_dir, step):
     previous best atomically. Returns the new prefix."""
     target = os.path.join(output_dir, BEST_DIR)
     name = f"ckpt-{step}"
-    with fileio.atomic_path(target, directory=True, replace_directory_ok=True) as tmp:
-        tf.io.gfile.makedirs(tmp)
+    with fileio.atomic_path(target, directory=True, replace_directory_ok=True) as tmp:  # an empty folder
         for source in tf.io.gfile.glob(prefix + ".*"):
-            tf.io.gfile.copy(source, os.path.join(tmp, name + source[len(prefix):]), overwrite=True)
+            tf.io.gfile.copy(source, os.path.join(tmp, name + source[len(prefix):]))
         with tf.io.gfile.GFile(os.path.join(tmp, "checkpoint"), "w") as f:
             f.write(f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
     return os.path.join(target, name)

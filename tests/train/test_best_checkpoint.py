@@ -105,5 +105,28 @@ def test_values_are_written_as_python_writes_them_and_nothing_beats_nan():
     assert best_checkpoint.is_better(0.1, None) and not best_checkpoint.is_better(0.4, 0.5)
 
 
+def test_a_tie_keeps_the_first_best_and_the_evaluator_writes_by_default(tmp_path):
+    assert best_checkpoint.is_better(0.5, 0.5) is False and best_checkpoint.is_better(float("nan"), None) is False
+    assert best_checkpoint.is_better(0.5, float("nan")) is True
+    prefixes = _checkpoints(tmp_path)
+    model = _model()
+    evaluator = best_checkpoint.CheckpointEvaluator(model, lambda step: {"accuracy": 0.5}, "accuracy",
+                                                    str(tmp_path / "run"))
+    for step, prefix in prefixes.items():
+        evaluator.evaluate_checkpoint(prefix, step)
+    assert json.loads((tmp_path / "run" / "best_checkpoint.json").read_text())["step"] == 1
+
+
+def test_copying_a_checkpoint_replaces_the_previous_best_and_returns_its_prefix(tmp_path):
+    prefixes = _checkpoints(tmp_path)
+    out = str(tmp_path / "out")
+    for step in (1, 3):
+        assert best_checkpoint.copy_checkpoint(prefixes[step], out, step) == os.path.join(out, "best_checkpoint",
+                                                                                          f"ckpt-{step}")
+    assert sorted(n for n in os.listdir(os.path.join(out, "best_checkpoint")) if not n.startswith(".")) == \
+        ["checkpoint", "ckpt-3.data-00000-of-00001", "ckpt-3.index"]
+    assert tf.train.latest_checkpoint(os.path.join(out, "best_checkpoint")).endswith("ckpt-3")
+
+
 def test_no_best_checkpoint_folder_means_none(tmp_path):
     assert best_checkpoint.best_checkpoint_prefix(str(tmp_path)) is None
