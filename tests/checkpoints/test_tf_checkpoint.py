@@ -4,6 +4,8 @@ folder that is neither left as it is."""
 
 import os
 
+import tensorflow as tf
+
 from albert_tf.checkpoints import tf_checkpoint
 
 
@@ -32,3 +34,33 @@ def test_a_hub_module_resolves_to_its_variables_only_when_they_are_there(tmp_pat
     _touch(os.path.join(folder, "variables", "variables.index"))
     assert tf_checkpoint.resolve(folder) == os.path.join(folder, "variables", "variables")
     assert tf_checkpoint.resolve(object) is object
+
+
+def test_loose_variables_without_a_graph_or_marker_are_not_resolved(tmp_path):
+    folder = str(tmp_path / "loose")
+    _touch(os.path.join(folder, "variables", "variables.index"))
+    assert tf_checkpoint.resolve(folder) == folder
+    _touch(os.path.join(folder, "model.ckpt-7.index"))  # one checkpoint at the top: that one
+    assert tf_checkpoint.resolve(folder) == os.path.join(folder, "model.ckpt-7")
+
+
+class _Reader:
+    """Stands in for a checkpoint reader whose object graph reads, is absent, or is damaged."""
+
+    def __init__(self, has_graph=True, damage=None):
+        self.has_graph, self.damage = has_graph, damage
+
+    def has_tensor(self, key):
+        return self.has_graph and key == tf_checkpoint.GRAPH_KEY
+
+    def get_tensor(self, key):
+        if self.damage:
+            raise self.damage
+        return b"graph"
+
+
+def test_a_damaged_object_graph_is_told_from_a_readable_or_absent_one():
+    assert tf_checkpoint.object_graph_damaged("ck", _Reader()) is False
+    assert tf_checkpoint.object_graph_damaged("ck", _Reader(has_graph=False)) is False
+    damaged = _Reader(damage=tf.errors.DataLossError(None, None, "Checksum does not match"))
+    assert tf_checkpoint.object_graph_damaged("ck", damaged) is True
