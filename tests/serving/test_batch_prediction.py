@@ -233,3 +233,54 @@ def test_a_too_long_sequence_or_an_unknown_id_is_one_line(pair_exports, tmp_path
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == \
         f"predict.py: error: --request_json {request}: sequence length exceeds max_position_embeddings (128)"
+
+
+def test_text_decodes_without_its_bom_and_a_bad_byte_is_named_by_line_and_column(tmp_path):
+    assert batch_prediction.decode_text(b"\xef\xbb\xbfa\nb", "f") == "a\nb"
+    for data, line, column in ((b"ok\nbad \xff", 2, 5), (b"one\r\ntwo\rx\xfe", 3, 2), (b"\xc3", 1, 1),
+                               (b"line\n\xff", 2, 1), (b"one\r\xff", 2, 1)):
+        with pytest.raises(batch_prediction.PredictError,
+                           match=rf"^f:{line}: not UTF-8 text \(byte 0x[0-9a-f]{{2}} at column {column}: "):
+            batch_prediction.decode_text(data, "f")
+
+
+def test_examples_are_read_by_line_with_their_numbers(tmp_path):
+    path = tmp_path / "in.tsv"
+    path.write_bytes("id\ta\tb\n1\tgood\tfine\n\n2\tbad\tworse\r\n".encode())
+    examples, numbers = batch_prediction.read_numbered_examples(str(path), text_columns=[1, 2], skip_header=True)
+    assert examples == [("good", "fine"), ("bad", "worse")] and numbers == [2, 4]
+    assert batch_prediction.read_examples(str(path), text_columns=[2]) == [("b",), ("fine",), ("worse",)]
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("a\tb\nc\td\n")
+    assert batch_prediction.read_examples(str(pairs)) == [("a", "b"), ("c", "d")]
+    for text, columns, told in (("a\tb\tc\n", None, r"in2.tsv:1: has 3 tab-separated columns; give one text"),
+                                ("a\nb\tc\n", None, r"in2.tsv: lines have different numbers of columns \(\[1, 2\]\)"),
+                                ("a\tb\n", [2], r"in2.tsv:1: has 2 column\(s\), column 2 was asked for"),
+                                ("\n  \n", None, r"in2.tsv: no examples$"),
+                                ("a\tb\tc\n", [0, 1, 2], r"in2.tsv: 3 text columns; 1 \(texts\) or 2 \(pairs\)")):
+        (tmp_path / "in2.tsv").write_text(text)
+        with pytest.raises(batch_prediction.PredictError, match=told):
+            batch_prediction.read_examples(str(tmp_path / "in2.tsv"), text_columns=columns)
+    with pytest.raises(batch_prediction.PredictError, match=r"^input file not found: "):
+        batch_prediction.read_examples(str(tmp_path / "absent.tsv"))
+
+
+def test_outputs_become_json_values():
+    assert batch_prediction.to_json(np.array([[1.5, 2.0]], np.float32)) == [[1.5, 2.0]]
+    assert batch_prediction.to_json(np.array([b"pos", b"n\xffg"], object)) == ["pos", "n\ufffdg"]
+    assert batch_prediction.to_json(np.array(b"one", object)) == "one"
+    assert batch_prediction.to_json(np.int32(3)) == 3 and type(batch_prediction.to_json(np.float32(0.5))) is float
+    assert batch_prediction.to_json([b"a", [np.int64(1)]]) == ["a", [1]]
+
+
+def test_a_refusal_is_the_checks_own_line():
+    class Error:
+        def __init__(self, message):
+            self.message = message
+
+    graph = "Graph execution error:\n\nDetected at node assert\nassertion failed: [sequence length exceeds " \
+            "max_position_embeddings (128)] [Condition x <= y did not hold]\n\t [[{{node Assert}}]]"
+    assert batch_prediction.refusal(Error(graph)) == "sequence length exceeds max_position_embeddings (128)"
+    assert batch_prediction.refusal(Error("input_ids outside the vocabulary [0, 30000) held")) == \
+        "input_ids outside the vocabulary [0, 30000)"
+    assert batch_prediction.refusal(Error("Graph execution error:\n\nsomething else\nmore")) == "something else"
