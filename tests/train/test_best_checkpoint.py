@@ -4,6 +4,7 @@ copied with its state file), read back by a restarted run of the same metric onl
 worker that does not write."""
 
 import json
+import logging
 import os
 
 import keras
@@ -40,12 +41,17 @@ def _evaluator(tmp_path, model, metric="accuracy", write=True):
     return best_checkpoint.CheckpointEvaluator(model, evaluate, metric, str(tmp_path / "run"), write=write)
 
 
-def test_the_best_checkpoint_is_copied_and_every_result_recorded(tmp_path):
+def test_the_best_checkpoint_is_copied_and_every_result_recorded(tmp_path, caplog):
     prefixes = _checkpoints(tmp_path)
     evaluator = _evaluator(tmp_path, _model())
-    for step, prefix in prefixes.items():
-        results = evaluator.evaluate_checkpoint(prefix, step)
-        assert results == {"accuracy": SCORES[step], "loss": 1.0 - SCORES[step], "global_step": step}
+    with caplog.at_level(logging.INFO):
+        for step, prefix in prefixes.items():
+            results = evaluator.evaluate_checkpoint(prefix, step)
+            assert results == {"accuracy": SCORES[step], "loss": 1.0 - SCORES[step], "global_step": step}
+    logged = [r.getMessage() for r in caplog.records]
+    assert "Eval results at step 3: accuracy=0.625, global_step=3, loss=0.375" in logged
+    assert [line for line in logged if line.startswith("New best")] == ["New best accuracy = 0.5 at step 1",
+                                                                       "New best accuracy = 0.75 at step 2"]
     run = tmp_path / "run"
     best = json.loads((run / "best_checkpoint.json").read_text())
     assert best == {"step": 2, "metric": "accuracy", "value": 0.75, "checkpoint": os.path.join("best_checkpoint",
