@@ -119,6 +119,18 @@ def tree_snapshot(*roots):
     return snapshot
 
 
+def make_files(root, *names, content=b""):
+    """Writes each of `names` (paths relative to `root`, folders made as needed) holding `content`; returns
+    `root` as a string (made even without names)."""
+    os.makedirs(root, exist_ok=True)
+    for name in names:
+        path = os.path.join(root, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(content)
+    return str(root)
+
+
 def written_entries(folder):
     """The sorted entries of a folder albert_tf wrote whole, its `.albert_tf/` left out, once its manifest is seen to
     list exactly the files in it (nothing foreign, nothing missing)."""

@@ -64,15 +64,11 @@ class TrainableClassifier(TextInputs, TrainStep, AlbertClassifier):
     """
 
 
-# The flags of `run_classifier.py` that name a user's own files instead of a task of `task_table`.
-_OWN_FILE_FLAGS = ("train_file", "dev_file", "test_file")
-
-
 def _names_a_task(data_dir, values):
     """--data_dir with neither own files nor a `processor` holds a named task's folders: --task_name must name one
     of `task_table`'s `run_classifier.py` tasks."""
     del data_dir
-    if values.get("processor") is not None or any(values.get(name) for name in _OWN_FILE_FLAGS):
+    if values.get("processor") is not None or any(values.get(name) for name in glue.OWN_FILE_OPTIONS):
         return
     try:
         glue.get_processor(values.get("task_name"))

@@ -7,21 +7,16 @@ import os
 import tensorflow as tf
 
 from albert_tf.checkpoints import tf_checkpoint
-
-
-def _touch(path):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(b"x")
+from tests.helpers import make_files
 
 
 def test_a_saved_models_variables_need_its_graph_and_no_hub_marker(tmp_path):
     folder = str(tmp_path / "export")
-    _touch(os.path.join(folder, "variables", "variables.index"))
+    make_files(folder, "variables/variables.index")
     assert tf_checkpoint.saved_model_variables(folder) is None  # variables without a graph
-    _touch(os.path.join(folder, "saved_model.pb"))
+    make_files(folder, "saved_model.pb")
     assert tf_checkpoint.saved_model_variables(folder) == os.path.join(folder, "variables", "variables")
-    _touch(os.path.join(folder, "tfhub_module.pb"))
+    make_files(folder, "tfhub_module.pb")
     assert tf_checkpoint.saved_model_variables(folder) is None  # a TF1 hub module's
     assert tf_checkpoint.saved_model_variables(object()) is None  # a live model is no folder
     assert tf_checkpoint.saved_model_variables(os.path.join(folder, "saved_model.pb")) is None
@@ -29,18 +24,18 @@ def test_a_saved_models_variables_need_its_graph_and_no_hub_marker(tmp_path):
 
 def test_a_hub_module_resolves_to_its_variables_only_when_they_are_there(tmp_path):
     folder = str(tmp_path / "hub")
-    _touch(os.path.join(folder, "tfhub_module.pb"))
+    make_files(folder, "tfhub_module.pb")
     assert tf_checkpoint.resolve(folder) == folder  # the marker alone: nothing to read there
-    _touch(os.path.join(folder, "variables", "variables.index"))
+    make_files(folder, "variables/variables.index")
     assert tf_checkpoint.resolve(folder) == os.path.join(folder, "variables", "variables")
     assert tf_checkpoint.resolve(object) is object
 
 
 def test_loose_variables_without_a_graph_or_marker_are_not_resolved(tmp_path):
     folder = str(tmp_path / "loose")
-    _touch(os.path.join(folder, "variables", "variables.index"))
+    make_files(folder, "variables/variables.index")
     assert tf_checkpoint.resolve(folder) == folder
-    _touch(os.path.join(folder, "model.ckpt-7.index"))  # one checkpoint at the top: that one
+    make_files(folder, "model.ckpt-7.index")  # one checkpoint at the top: that one
     assert tf_checkpoint.resolve(folder) == os.path.join(folder, "model.ckpt-7")
 
 

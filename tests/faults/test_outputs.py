@@ -11,8 +11,8 @@ import pytest
 from albert_tf import checkpoints
 from albert_tf.model import AlbertModel, dummy_inputs
 from albert_tf.serving import savedmodel
-from tests.helpers import (REPO, SAMPLE_GLUE, SPM, assert_one_line_error, leftovers, run_script, subprocess_env,
-                           tiny_config, tmpfs, tree_snapshot, write_config)
+from tests.helpers import (REPO, SAMPLE_GLUE, SPM, assert_one_line_error, leftovers, make_files, run_script,
+                           subprocess_env, tiny_config, tmpfs, tree_snapshot, write_config)
 
 
 @pytest.fixture(scope="module")
@@ -77,26 +77,18 @@ def test_overwrite_replaces_an_earlier_export_on_a_mount_point(tmp_path):
 
 
 def test_is_export_knows_every_export_layout(tmp_path):
-    def make(root, *files):
-        os.makedirs(root, exist_ok=True)
-        for name in files:
-            path = os.path.join(root, name)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            open(path, "w").close()
-        return str(root)
-
-    assert savedmodel.is_export(make(tmp_path / "a", "saved_model.pb", "variables/variables.index", "assets/x"))
-    assert savedmodel.is_export(make(tmp_path / "b", "ids/saved_model.pb", "text/saved_model.pb"))
-    assert savedmodel.is_export(make(tmp_path / "c", "ids/3/saved_model.pb", "text/3/saved_model.pb"))
-    tflite = make(tmp_path / "d", "model.tflite", "30k-clean.model")
+    assert savedmodel.is_export(make_files(tmp_path / "a", "saved_model.pb", "variables/variables.index", "assets/x"))
+    assert savedmodel.is_export(make_files(tmp_path / "b", "ids/saved_model.pb", "text/saved_model.pb"))
+    assert savedmodel.is_export(make_files(tmp_path / "c", "ids/3/saved_model.pb", "text/3/saved_model.pb"))
+    tflite = make_files(tmp_path / "d", "model.tflite", "30k-clean.model")
     with open(os.path.join(tflite, "tflite_info.json"), "w") as f:
         f.write('{"tokenizer_file": "30k-clean.model"}')
     assert savedmodel.is_export(tflite)
-    assert not savedmodel.is_export(make(tmp_path / "e", "saved_model.pb", "train.tsv"))
-    assert not savedmodel.is_export(make(tmp_path / "f", "ids/saved_model.pb", "text/notes.txt"))
-    assert not savedmodel.is_export(make(tmp_path / "g", "model.tflite", "tflite_info.json", "other.model"))
-    assert not savedmodel.is_export(make(tmp_path / "h", "ckpt-4.index", "checkpoint"))
-    assert not savedmodel.is_export(make(tmp_path / "i"))
+    assert not savedmodel.is_export(make_files(tmp_path / "e", "saved_model.pb", "train.tsv"))
+    assert not savedmodel.is_export(make_files(tmp_path / "f", "ids/saved_model.pb", "text/notes.txt"))
+    assert not savedmodel.is_export(make_files(tmp_path / "g", "model.tflite", "tflite_info.json", "other.model"))
+    assert not savedmodel.is_export(make_files(tmp_path / "h", "ckpt-4.index", "checkpoint"))
+    assert not savedmodel.is_export(make_files(tmp_path / "i"))
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import checkpoints
+from albert_tf import checkpoints, guard
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.config import AlbertConfig
 from albert_tf.data import glue
@@ -243,7 +243,10 @@ def test_the_reader_comes_from_the_own_files_settings_else_the_named_task(tmp_pa
     (relative to --data_dir, columns by header name, the labels inferred), else the named GLUE task."""
     (tmp_path / "train.csv").write_text('id;sentiment;text\n7;pos;"great; really"\n8;neg;dull\n')
     params = _params(tmp_path / "out", task_name="Mine", data_dir=str(tmp_path), train_file="train.csv",
-                     delimiter=";", text_a_column="text", label_column="sentiment", guid_column="id")
+                     delimiter=";", text_a_column="text", label_column="sentiment", guid_column="id", do_train=True)
+    guard.check_params(params)  # a GLUE folder with own files: any task name
+    with pytest.raises(UsageError, match="--task_name=Mine: unknown task 'mine'"):
+        guard.check_params(dataclasses.replace(params, train_file=None))
     own = task_processor(params)
     assert own.task_name == "mine" and own.get_labels() == ["neg", "pos"] and not own.is_regression
     assert [(e.guid, e.text_a, e.label) for e in own.get_train_examples(None)] == [

@@ -14,7 +14,7 @@ from albert_tf.data.glue.errors import (DataError, GlueDataError, MalformedRowEr
                                         UnknownLabelError, UnknownTaskError)
 from albert_tf.data.glue.features import (FEATURE_NAMES, convert_example, example_proto, features_from_texts,
                                           record_spec)
-from albert_tf.data.glue.glue_tasks import GLUE_TASKS, GlueProcessor, get_processor
+from albert_tf.data.glue.glue_tasks import GLUE_TASKS, OWN_FILE_OPTIONS, GlueProcessor, get_processor
 from albert_tf.data.glue.processor import SPLITS, DataProcessor, InputExample, read_split
 from albert_tf.data.glue.rows import first_invalid_utf8, read_rows
 from albert_tf.data.glue.user_files import CsvProcessor
@@ -22,8 +22,9 @@ from albert_tf.data.records import tokenizer_fingerprint
 
 __all__ = [
     "CachedFeatures", "CsvProcessor", "DataError", "DataProcessor", "FEATURE_NAMES", "GLUE_TASKS", "GlueDataError",
-    "GlueProcessor", "InputExample", "MalformedRowError", "MissingSplitError", "RECORD_FORMAT_VERSION", "SPLITS",
-    "UnknownLabelError", "UnknownTaskError", "cached_features", "convert_example", "eval_dataset", "example_proto",
-    "features_from_texts", "first_invalid_utf8", "get_processor", "length_buckets", "model_inputs", "read_rows",
-    "read_split", "record_spec", "tokenizer_fingerprint", "train_dataset",
+    "GlueProcessor", "InputExample", "MalformedRowError", "MissingSplitError", "OWN_FILE_OPTIONS",
+    "RECORD_FORMAT_VERSION", "SPLITS", "UnknownLabelError", "UnknownTaskError", "cached_features",
+    "convert_example", "eval_dataset", "example_proto", "features_from_texts", "first_invalid_utf8",
+    "get_processor", "length_buckets", "model_inputs", "read_rows", "read_split", "record_spec",
+    "tokenizer_fingerprint", "train_dataset",
 ]

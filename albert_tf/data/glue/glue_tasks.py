@@ -72,6 +72,10 @@ class GlueProcessor(DataProcessor):
         return examples
 
 
+# The options naming a user's own files: any of them given makes the task the user's own.
+OWN_FILE_OPTIONS = ("train_file", "dev_file", "test_file")
+
+
 def get_processor(task_name, **csv_options):
     """The processor of a task of `task_table` (its reader, given the task's name), or with `csv_options` (see
     `CsvProcessor`) the reader of a user's own files.
@@ -80,7 +84,7 @@ def get_processor(task_name, **csv_options):
       UnknownTaskError: `task_name` names no `run_classifier.py` task and no files were given; the message lists
         the tasks.
     """
-    if any(csv_options.get(k) for k in ("train_file", "dev_file", "test_file")):
+    if any(csv_options.get(k) for k in OWN_FILE_OPTIONS):
         own = task_table.own_files_task()
         return own.reader_class()(task_name=(task_name or own.name).lower(), **csv_options)
     if not task_name:
