@@ -212,10 +212,40 @@ def test_a_stopped_run_is_the_base_only_without_a_complete_one_and_scores_what_i
     assert (alone["mutants"], alone["killed"], alone["stopped"]) == (1, 1, (1, 2))
 
 
+def _judged(line, original="a < 1", col=4):
+    return {"line": line, "col": col, "operator": "compare", "original": original, "replacement": "a >= 1",
+            "why": "symmetric"}
+
+
+def test_judged_equivalents_match_survivors_only_and_the_rest_are_stale():
+    base = _report("x.json", "2026-12-04T10:00", [_mutant(0, 5, "killed"), _mutant(1, 9, "survived"),
+                                                  _mutant(2, 20, "survived"), _mutant(3, 30, "survived", "b")])
+    # line 11: the survivor at line 9 (nearest); line 6: only the killed mutant 0 makes it (a survivor at 20 does
+    # too, but is claimed by the third entry); "c": no mutant makes that change
+    judged = [_judged(11), _judged(21), _judged(6), _judged(30, "c")]
+    score = scores.module_score([base], judged)
+    assert (score["mutants"], score["killed"], score["equivalent"]) == (4, 1, 2)
+    assert [m["id"] for m in score["unjudged"]] == [3]
+    assert [(e["line"], e["original"]) for e in score["stale"]] == [(6, "a < 1"), (30, "c")]
+
+
 def test_the_package_table_sums_its_modules_and_names_those_with_no_report():
     module = {"module": "albert_tf/train/x.py", "base": "x.json", "commit": "c" * 7, "lines": None, "stopped": None,
-              "mutants": 4, "killed": 3, "later": []}
+              "mutants": 4, "killed": 2, "equivalent": 1, "unjudged": [], "later": [],
+              "stale": [{**_judged(3), "line": 3}]}
     text = scores.markdown([module], {"albert_tf/train/": ["albert_tf/train/x.py", "albert_tf/train/y.py"]})
-    assert "| `albert_tf/train/x.py` | x.json (ccccccc) | 0 | 4 | 3 | 75% |" in text
-    assert "| `albert_tf/train/` | 1 of 2 | 4 | 3 | 75% | y.py |" in text
-    assert "| `albert_tf/serving/` | 0 of 0 | 0 | 0 | - | none |" in text
+    assert "| `albert_tf/train/x.py` | x.json (ccccccc) | 0 | 4 | 2 | 1 | 50% | 67% |" in text
+    assert "| `albert_tf/train/` | 1 of 2 | 4 | 2 | 1 | 50% | 67% | y.py |" in text
+    assert "| `albert_tf/serving/` | 0 of 0 | 0 | 0 | 0 | - | - | none |" in text
+    assert "- `albert_tf/train/x.py` line 3 compare `a < 1` -> `a >= 1`" in text
+
+
+def test_the_stored_judgements_each_name_a_survivor_with_a_reason():
+    """tools/mutation_equivalents.json against the stored reports: every entry has a reason and matches a
+    surviving mutant (a judgement left after its mutant was killed, or after the code changed, fails here)."""
+    judged = scores.read_equivalents()
+    reports = scores.read_reports()
+    assert judged and set(judged) <= set(reports)
+    for module, entries in judged.items():
+        assert all(e["why"].strip() for e in entries), module
+        assert scores.module_score(reports[module], entries)["stale"] == [], module

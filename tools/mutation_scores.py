@@ -8,6 +8,12 @@ survivors run again after new tests, a later full run) then gives each mutant it
 id when the module's source is the same, else by operator, source text and column (the nearest line), since lines
 move as a module is edited. A mutant counts as killed when its newest outcome is killed or timeout. Catches seen
 only by hand are not counted: only stored runs are.
+
+A surviving mutant that a maintainer has judged equivalent (no input can tell it from the module: a symmetric
+call's arguments swapped, a default always overridden) is listed with the reason in tools/mutation_equivalents.json,
+matched the same way (operator, text, column, nearest line). The score less those judged is the goal's (95%); a
+judgement that matches no survivor any more (the mutant was killed, or the code changed) is listed as stale.
+With --unjudged, the survivors not judged are printed as entries for that file, `why` left empty.
 """
 
 import argparse
@@ -18,6 +24,7 @@ import os
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPORTS = os.path.join(REPO, "bench", "results", "mutation")
+EQUIVALENTS = os.path.join(REPO, "tools", "mutation_equivalents.json")
 # The core packages of the goal (docs/testing.md), by path prefix.
 PACKAGES = ("albert_tf/text/", "albert_tf/data/", "albert_tf/fileio.py", "albert_tf/checkpoints/", "albert_tf/train/",
             "albert_tf/serving/")
@@ -40,9 +47,10 @@ def _is_full(report):
     return not report.get("only")
 
 
-def module_score(reports):
-    """{module, base (file name), commit, lines, stopped, mutants, killed, later}: one module's score from its
-    reports (dicts with a `file` key added)."""
+def module_score(reports, judged=()):
+    """{module, base (file name), commit, lines, stopped, mutants, killed, equivalent, unjudged, stale, later}: one
+    module's score from its reports (dicts with a `file` key added); `judged` are its entries of the equivalents
+    file. `unjudged` are the survivors no entry names, `stale` the entries naming no survivor."""
     reports = sorted(reports, key=lambda r: r["date"])
     full = [r for r in reports if _is_full(r)]
     complete = [r for r in full if r["complete"]]
@@ -56,9 +64,18 @@ def module_score(reports):
             found = _match(mutants, mutant, same_source)
             if found is not None:
                 outcome[found] = mutant["status"]
+    survivors = {i: mutants[i] for i, status in outcome.items() if status not in KILLED}
+    equivalent, stale = set(), []
+    for entry in judged:
+        found = _match({i: m for i, m in survivors.items() if i not in equivalent}, entry, False)
+        if found is None:
+            stale.append(entry)
+        else:
+            equivalent.add(found)
     return {"module": base["module"], "base": base["file"], "commit": base["commit"][:7], "lines": base.get("lines"),
             "stopped": None if base["complete"] else (len(base["mutants"]), base["mutants_selected"]),
-            "mutants": len(outcome), "killed": sum(s in KILLED for s in outcome.values()),
+            "mutants": len(outcome), "killed": len(outcome) - len(survivors), "equivalent": len(equivalent),
+            "unjudged": [m for i, m in sorted(survivors.items()) if i not in equivalent], "stale": stale,
             "later": [r["file"] for r in later]}
 
 
@@ -72,6 +89,14 @@ def read_reports(folder=REPORTS):
     return reports
 
 
+def read_equivalents(path=EQUIVALENTS):
+    """{module: [entries]} of the judged-equivalent survivors; none when the file is absent."""
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def package_of(module):
     return next((p for p in PACKAGES if module.startswith(p)), None)
 
@@ -80,17 +105,22 @@ def _percent(killed, mutants):
     return f"{100 * killed / mutants:.0f}%" if mutants else "-"
 
 
+def _change(entry):
+    return f"line {entry['line']} {entry['operator']} `{entry['original'][:60]}` -> `{entry['replacement'][:40]}`"
+
+
 def markdown(scores, modules_in_packages):
     """The tables: per module, then per core package (modules with no stored report named)."""
-    lines = ["| module | base report (commit) | later reports | mutants | killed | score |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| module | base report (commit) | later reports | mutants | killed | judged equivalent | score | "
+             "score less equivalents |", "|---|---|---|---|---|---|---|---|"]
     for s in sorted(scores, key=lambda s: s["module"]):
         where = f" lines {s['lines']}" if s["lines"] else ""
         stopped = f", stopped at {s['stopped'][0]} of {s['stopped'][1]}" if s["stopped"] else ""
         lines.append(f"| `{s['module']}`{where} | {s['base']} ({s['commit']}{stopped}) | {len(s['later'])} | "
-                     f"{s['mutants']} | {s['killed']} | {_percent(s['killed'], s['mutants'])} |")
-    lines += ["", "| package | modules with a report | mutants run | killed | score | modules with no report |",
-              "|---|---|---|---|---|---|"]
+                     f"{s['mutants']} | {s['killed']} | {s['equivalent']} | {_percent(s['killed'], s['mutants'])} | "
+                     f"{_percent(s['killed'], s['mutants'] - s['equivalent'])} |")
+    lines += ["", "| package | modules with a report | mutants run | killed | judged equivalent | score | "
+              "score less equivalents | modules with no report |", "|---|---|---|---|---|---|---|---|"]
     by_package = collections.defaultdict(list)
     for s in scores:
         by_package[package_of(s["module"])].append(s)
@@ -99,9 +129,15 @@ def markdown(scores, modules_in_packages):
         names = {s["module"] for s in done}
         missing = sorted(m for m in modules_in_packages.get(package, ()) if m not in names)
         mutants, killed = sum(s["mutants"] for s in done), sum(s["killed"] for s in done)
+        equivalent = sum(s["equivalent"] for s in done)
         shown = ", ".join(m[len(package):] for m in missing) or "none"
         lines.append(f"| `{package}` | {len(done)} of {len(done) + len(missing)} | {mutants} | {killed} | "
-                     f"{_percent(killed, mutants)} | {shown} |")
+                     f"{equivalent} | {_percent(killed, mutants)} | {_percent(killed, mutants - equivalent)} | "
+                     f"{shown} |")
+    stale = [(s["module"], e) for s in sorted(scores, key=lambda s: s["module"]) for e in s["stale"]]
+    if stale:
+        lines += ["", "Judgements in tools/mutation_equivalents.json that match no survivor (stale):", ""]
+        lines += [f"- `{module}` {_change(entry)}" for module, entry in stale]
     return "\n".join(lines)
 
 
@@ -119,8 +155,17 @@ def core_modules(repo=REPO):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--reports", default=REPORTS, help="the folder of the JSON reports")
+    parser.add_argument("--equivalents", default=EQUIVALENTS, help="the judged-equivalent survivors (JSON)")
+    parser.add_argument("--unjudged", action="store_true",
+                        help="print the survivors not judged, as entries for the equivalents file, and stop")
     args = parser.parse_args()
-    scores = [module_score(reports) for reports in read_reports(args.reports).values()]
+    judged = read_equivalents(args.equivalents)
+    scores = [module_score(reports, judged.get(module, ())) for module, reports in read_reports(args.reports).items()]
+    if args.unjudged:
+        keys = ("line", "col", "operator", "original", "replacement")
+        print(json.dumps({s["module"]: [{**{k: m[k] for k in keys}, "why": ""} for m in s["unjudged"]]
+                          for s in sorted(scores, key=lambda s: s["module"]) if s["unjudged"]}, indent=1))
+        return
     print("# command: python tools/mutation_scores.py   (from the reports in bench/results/mutation/)\n")
     print(markdown(scores, core_modules()))
 

@@ -490,11 +490,14 @@ def test_a_step_merges_labels_given_apart_into_the_features():
 
 
 def test_an_evaluation_step_scores_the_model_in_inference_mode(tiny_config):
-    """`test_step`: the loss is the mean cross-entropy of the logits with dropout off, the same every time."""
+    """`test_step`: the loss is the mean cross-entropy of the logits with dropout off, the same every time, and
+    the compiled metrics score the predictions against the labels."""
     model, x, y = _classifier_step(tiny_config, dropout_prob=0.5)
-    model.compile(optimizer=keras.optimizers.SGD(0.0))
+    model.compile(optimizer=keras.optimizers.SGD(0.0), metrics=["accuracy"])
     logits = model(x, training=False)
     expected = float(tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits)))
+    accuracy = float(np.mean(np.argmax(logits, -1) == y))
     for _ in range(2):
         logs = model.test_on_batch(x, y, return_dict=True)
         assert logs["loss"] == pytest.approx(expected, rel=1e-5)
+        assert logs["accuracy"] == pytest.approx(accuracy)
