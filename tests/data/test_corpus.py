@@ -445,6 +445,36 @@ def test_shards_reach_a_remote_file_system_whole_or_not_at_all():
     assert not [name for _, _, names in tf.io.gfile.walk(base) for name in names if "failed" in name]
 
 
+
+class _FailingClose:
+    """A shard's handle whose close fails as a full disk's does (the last buffered bytes not written)."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def write(self, data):
+        return self.handle.write(data)
+
+    def close(self):
+        self.handle.close()
+        raise OSError(28, "No space left on device")
+
+
+def test_a_shard_that_fails_to_close_is_an_error_unless_another_error_is_already_on_its_way(tmp_path):
+    """A close that fails loses the shard's last bytes: the writer refuses to publish it (one line naming the
+    output); when the block already failed, that first error is the one the user sees."""
+    with pytest.raises(fileio.OutputError, match=r"cannot write .*c\.txt: .*No space left"):
+        with writer.ShardWriter(str(tmp_path / "c.txt")) as shards:
+            shards.write(["One."])
+            shards._staged[0][1] = _FailingClose(shards._staged[0][1])
+    with pytest.raises(RuntimeError, match="stopped"):
+        with writer.ShardWriter(str(tmp_path / "c.txt")) as shards:
+            shards.write(["One."])
+            shards._staged[0][1] = _FailingClose(shards._staged[0][1])
+            raise RuntimeError("stopped")
+    assert os.listdir(tmp_path) == []
+
+
 # The pipeline's progress and summary (pipeline.py's mutation survivors).
 
 def test_progress_is_reported_every_n_documents_after_each_file_and_at_the_end(tmp_path):

@@ -129,12 +129,22 @@ def test_the_step_log_comes_every_n_steps_and_at_the_end(monkeypatch):
     assert lines == ["step 100/1000: ", "step 200/1000: "]
 
 
-def test_the_summaries_are_written_at_the_global_step(tmp_path):
+def test_the_summaries_are_written_at_the_global_step(tmp_path, monkeypatch):
+    closed = []
+    create = tf.summary.create_file_writer
+
+    def recording_writer(log_dir):
+        writer = create(log_dir)
+        close = writer.close
+        writer.close = lambda: (closed.append(log_dir), close())
+        return writer
+
+    monkeypatch.setattr(tf.summary, "create_file_writer", recording_writer)
     summaries = callbacks.StepSummaries(str(tmp_path))
     summaries.on_train_begin()
     _at_step(summaries, 40).on_train_batch_end(0, {"loss": 1.5})
     summaries.on_train_end()
-    assert summaries._writer is None  # pylint: disable=protected-access
+    assert summaries._writer is None and closed == [str(tmp_path)]  # pylint: disable=protected-access
     events = [os.path.join(tmp_path, n) for n in os.listdir(tmp_path)]
     values = [(event.step, value.tag, float(tf.make_ndarray(value.tensor)))
               for path in events for event in tf.compat.v1.train.summary_iterator(path)
