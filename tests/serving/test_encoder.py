@@ -89,3 +89,52 @@ def test_the_preprocessing_export_refuses_what_it_cannot_serve(tmp_path):
         export_preprocessing(str(tmp_path / "p"), spm_model_file=SPM, max_seq_length=256,
                              max_position_embeddings=128)
     assert not (tmp_path / "p").exists()
+
+
+def test_every_signature_runs_the_encoder_in_inference_mode(tmp_path):
+    """With dropout in the config, each signature serves the model without dropout: the same outputs on every
+    call, equal to the Keras model's in inference mode; and the restored object keeps each function."""
+    model = AlbertForPretraining(tiny_config(hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5))
+    model(dummy_inputs(num_predictions=1), training=False)
+    loaded = tf.saved_model.load(export_encoder(model, str(tmp_path / "encoder")))
+    features = _ids(FEATURES)
+    positions = tf.constant([[1, 2], [3, 5]], tf.int32)
+    expected = model({**features, "masked_lm_positions": positions}, training=False)
+    for _ in range(2):
+        served = loaded.serve(**features)
+        np.testing.assert_allclose(served["sequence_output"].numpy(), expected["sequence_output"].numpy(),
+                                   atol=1e-5)
+        mlm = loaded.mlm(**features, masked_lm_positions=positions)["mlm_logits"]
+        np.testing.assert_allclose(mlm.numpy(), expected["mlm_logits"].numpy(), atol=1e-4)
+        sop = loaded.sop(**features)["sop_log_probs"]
+        np.testing.assert_allclose(sop.numpy(), tf.nn.log_softmax(expected["sop_logits"], -1).numpy(), atol=1e-5)
+
+
+def test_the_mlm_signature_checks_its_ids(pretraining):
+    _, _, loaded = pretraining
+    outside = {**FEATURES, "input_ids": [[2, tiny_config().vocab_size, 3, 0, 0, 0], FEATURES["input_ids"][1]]}
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"input_ids outside the vocabulary \[0, "):
+        loaded.signatures["mlm"](**_ids(outside), masked_lm_positions=tf.constant([[1], [1]], tf.int32))
+
+
+def test_by_default_the_tokenizer_lowercases_and_an_export_is_not_overwritten(tmp_path):
+    model = AlbertModel(tiny_config())
+    model(dummy_inputs(), training=False)
+    export_dir = export_encoder(model, str(tmp_path / "encoder"), tokenizer_file=SPM)
+    info = tf.saved_model.load(export_dir).signatures["tokenization_info"]()
+    assert bool(info["do_lower_case"].numpy()) is True
+    with pytest.raises(ExportError, match="exists"):
+        export_encoder(model, export_dir)
+    assert export_encoder(model, export_dir, overwrite=True) == export_dir
+
+
+def test_the_preprocessing_export_by_default_lowercases_into_rows_of_128(tmp_path):
+    from albert_tf.text.tokenization import FullTokenizer  # pylint: disable=import-outside-toplevel
+
+    loaded = tf.saved_model.load(export_preprocessing(str(tmp_path / "p"), spm_model_file=SPM))
+    served = loaded.signatures["serving_default"](text=tf.constant(["Hello WORLD, Again."]))
+    assert served["input_ids"].shape == (1, 128)
+    tokenizer = FullTokenizer(spm_model_file=SPM, do_lower_case=True)
+    ids = tokenizer.convert_tokens_to_ids(["[CLS]"] + tokenizer.tokenize("Hello WORLD, Again.") + ["[SEP]"])
+    assert served["input_ids"].numpy()[0, :len(ids)].tolist() == ids
+    assert not served["input_ids"].numpy()[0, len(ids):].any()
