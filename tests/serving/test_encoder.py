@@ -138,3 +138,12 @@ def test_the_preprocessing_export_by_default_lowercases_into_rows_of_128(tmp_pat
     ids = tokenizer.convert_tokens_to_ids(["[CLS]"] + tokenizer.tokenize("Hello WORLD, Again.") + ["[SEP]"])
     assert served["input_ids"].numpy()[0, :len(ids)].tolist() == ids
     assert not served["input_ids"].numpy()[0, len(ids):].any()
+    with pytest.raises(ExportError, match="exists"):
+        export_preprocessing(str(tmp_path / "p"), spm_model_file=SPM)
+
+
+def test_the_preprocessing_export_may_fill_every_position(tmp_path):
+    export_dir = export_preprocessing(str(tmp_path / "p"), spm_model_file=SPM, max_seq_length=16,
+                                      max_position_embeddings=16)
+    served = tf.saved_model.load(export_dir).signatures["serving_default"](text=tf.constant(["a b"]))
+    assert served["input_ids"].shape == (1, 16)
