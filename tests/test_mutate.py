@@ -231,13 +231,15 @@ def test_judged_equivalents_match_survivors_only_and_the_rest_are_stale():
 
 def test_the_package_table_sums_its_modules_and_names_those_with_no_report():
     module = {"module": "albert_tf/train/x.py", "base": "x.json", "commit": "c" * 7, "lines": None, "stopped": None,
-              "mutants": 4, "killed": 2, "equivalent": 1, "unjudged": [], "later": [],
+              "mutants": 4, "killed": 2, "equivalent": 1, "unjudged": [_mutant(7, 12, "survived")], "later": [],
               "stale": [{**_judged(3), "line": 3}]}
     text = scores.markdown([module], {"albert_tf/train/": ["albert_tf/train/x.py", "albert_tf/train/y.py"]})
     assert "| `albert_tf/train/x.py` | x.json (ccccccc) | 0 | 4 | 2 | 1 | 50% | 67% |" in text
     assert "| `albert_tf/train/` | 1 of 2 | 4 | 2 | 1 | 50% | 67% | y.py |" in text
     assert "| `albert_tf/serving/` | 0 of 0 | 0 | 0 | 0 | - | - | none |" in text
-    assert "- `albert_tf/train/x.py` line 3 compare `a < 1` -> `a >= 1`" in text
+    unjudged, stale = text.split("Survivors neither killed")[1].split("that match no survivor")
+    assert "- `albert_tf/train/x.py` line 12 compare `a < 1` -> `a >= 1`" in unjudged
+    assert "- `albert_tf/train/x.py` line 3 compare `a < 1` -> `a >= 1`" in stale
 
 
 def test_the_stored_judgements_each_name_a_survivor_with_a_reason():

@@ -106,7 +106,8 @@ def _percent(killed, mutants):
 
 
 def _change(entry):
-    return f"line {entry['line']} {entry['operator']} `{entry['original'][:60]}` -> `{entry['replacement'][:40]}`"
+    original, replacement = (" ".join(entry[k].split()) for k in ("original", "replacement"))
+    return f"line {entry['line']} {entry['operator']} `{original[:60]}` -> `{replacement[:40]}`"
 
 
 def markdown(scores, modules_in_packages):
@@ -134,6 +135,10 @@ def markdown(scores, modules_in_packages):
         lines.append(f"| `{package}` | {len(done)} of {len(done) + len(missing)} | {mutants} | {killed} | "
                      f"{equivalent} | {_percent(killed, mutants)} | {_percent(killed, mutants - equivalent)} | "
                      f"{shown} |")
+    unjudged = [(s["module"], m) for s in sorted(scores, key=lambda s: s["module"]) for m in s["unjudged"]]
+    if unjudged:
+        lines += ["", "Survivors neither killed nor judged equivalent (each wants a test, or a judgement):", ""]
+        lines += [f"- `{module}` {_change(mutant)}" for module, mutant in unjudged]
     stale = [(s["module"], e) for s in sorted(scores, key=lambda s: s["module"]) for e in s["stale"]]
     if stale:
         lines += ["", "Judgements in tools/mutation_equivalents.json that match no survivor (stale):", ""]
