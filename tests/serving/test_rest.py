@@ -50,6 +50,7 @@ def test_json_values_of_each_type():
     np.testing.assert_array_equal(values([1.5, 2], tf.float32, "w"), np.array([1.5, 2.0], np.float32))
     assert values([True, False], tf.bool, "w").tolist() == [True, False]
     assert values([], tf.int32, "w").shape == (0,)
+    assert values([-2 ** 31, 2 ** 31 - 1], tf.int32, "w").tolist() == [-2 ** 31, 2 ** 31 - 1]  # the range's ends
     for value, dtype, told in ((1, tf.string, r"w: JSON value 1 is not of the expected type string"),
                                ([{"x": "YQ=="}], tf.string, r'w: JSON value {"x": "YQ=="} is not of the expected '
                                                             r"type string"),
