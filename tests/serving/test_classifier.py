@@ -102,3 +102,30 @@ def test_what_the_export_refuses(tmp_path):
     with pytest.raises(ValueError, match="max_seq_length"):
         export_classifier(model, str(tmp_path / "c"), SPM, max_seq_length=129)
     assert not any((tmp_path / name).exists() for name in "abc")
+
+
+def test_the_defaults_inference_mode_and_the_id_check(tmp_path):
+    """Exported with its defaults (lowercasing, 128 tokens, no overwrite) from a model with dropout: the text
+    signature serves the Keras model in inference mode on the Python tokenizer's features, every call alike; the
+    restored object keeps its functions; ids outside the vocabulary are refused in the graph."""
+    model = randomize(build_classifier(tiny_config(hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5), 3),
+                      scale=0.1)
+    export_dir = export_classifier(model, str(tmp_path / "cls"), SPM)
+    loaded = tf.saved_model.load(export_dir)
+    long_text = "The QUICK Brown fox " * 40  # 160 words: cut at 128 tokens
+    features = features_from_texts(FullTokenizer(spm_model_file=SPM, do_lower_case=True), [long_text, "HELLO"],
+                                   max_seq_length=128)
+    expected = _expected(model, features)
+    for _ in range(2):
+        served = loaded.serve_text(text=tf.constant([long_text, "HELLO"]))
+        np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-5)
+    assert int(loaded.max_seq_length.numpy()) == 128
+    assert bool(loaded.signatures["tokenization_info"]()["do_lower_case"].numpy()) is True
+    served = loaded.serve(**{k: tf.constant(v) for k, v in features.items()})
+    np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-5)
+    outside = {k: tf.constant(v) for k, v in features.items()}
+    outside["input_ids"] = tf.tensor_scatter_nd_update(outside["input_ids"], [[1, 1]], [tiny_config().vocab_size])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"input_ids outside the vocabulary \[0, "):
+        loaded.signatures["serving_default"](**outside)
+    with pytest.raises(ExportError, match="exists"):
+        export_classifier(model, export_dir, SPM)
