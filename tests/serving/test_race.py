@@ -74,3 +74,33 @@ def test_without_the_tokenizers_kind_there_is_no_text_signature(tmp_path):
     model = race_task.build_model(tiny_config())
     loaded = tf.saved_model.load(export_race_model(model, str(tmp_path / "ids"), tokenizer_file=SPM))
     assert sorted(loaded.signatures) == ["serving_default", "tokenization_info"]
+
+
+def test_the_defaults_inference_mode_and_the_length_check(tmp_path):
+    """Exported with its defaults (lowercasing, 512 tokens of which at most 128 for question and option, no
+    overwrite) from a model with dropout: the text signature serves the Keras model in inference mode on
+    `convert_example`'s features, every call alike; the restored object keeps its functions; ids longer than
+    the positions are refused in the graph."""
+    config = tiny_config(max_position_embeddings=512, hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5)
+    model = race_task.build_model(config, dropout_prob=0.5)
+    kernel = model.output_layer.kernel
+    kernel.assign(np.random.default_rng(1).normal(0.0, 1000.0, kernel.shape).astype(np.float32))
+    export_dir = export_race_model(model, str(tmp_path / "race"), tokenizer_file=SPM, is_sentencepiece=True)
+    loaded = tf.saved_model.load(export_dir)
+    example = race.RaceExample("q", "high", ARTICLE * 20, "What did TOM read about, " * 40 + "_ ?",
+                               ["Ships", "cars", "PLANES", "dogs"])
+    features = race.convert_example(example, FullTokenizer(spm_model_file=SPM), 512, 128)
+    assert len(features["tokens"][0]) == 512 and sum(features["segment_ids"][0]) == 129  # both parts cut
+    ids = {k: tf.constant([features[k]], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")}
+    expected = model(ids, training=False).numpy()
+    for _ in range(2):
+        served = loaded.serve_text(article=tf.constant([example.article]), question=tf.constant([example.question]),
+                                   options=tf.constant([example.options]))
+        np.testing.assert_allclose(served["logits"].numpy(), expected, atol=1e-3, rtol=1e-5)
+    np.testing.assert_allclose(loaded.serve(**ids)["logits"].numpy(), expected, atol=1e-3, rtol=1e-5)
+    assert bool(loaded.signatures["tokenization_info"]()["do_lower_case"].numpy()) is True
+    too_long = tf.ones([1, 4, 513], tf.int32)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_position_embeddings"):
+        loaded.signatures["serving_default"](input_ids=too_long, input_mask=too_long, segment_ids=too_long)
+    with pytest.raises(ExportError, match="exists"):
+        export_race_model(model, export_dir)
