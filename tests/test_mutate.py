@@ -137,6 +137,15 @@ def test_the_work_folder_is_a_copy_with_the_data_linked(tmp_path):
     assert open(os.path.join(work, "albert_tf", "m.py")).read() == "X = 1\n"
 
 
+def test_a_stored_report_is_never_written_over(tmp_path, capsys):
+    report = tmp_path / "m.json"
+    report.write_text("{}")
+    with pytest.raises(SystemExit):
+        mutate.main(["albert_tf/text/common.py", "tests/text", "--report", str(report)])
+    assert "m.json exists already; name another with --report" in capsys.readouterr().err
+    assert report.read_text() == "{}"
+
+
 def test_the_summary_counts_timeouts_as_killed():
     results = [{"operator": "compare", "status": "killed"}, {"operator": "compare", "status": "survived"},
                {"operator": "return", "status": "timeout"}]
@@ -193,14 +202,15 @@ def _report(name, date, mutants, sha="s1", only=None, complete=True, selected=No
 
 def test_scores_take_each_mutants_newest_outcome_matched_across_edits():
     base = _report("x.json", "2026-12-04T10:00", [_mutant(0, 5, "killed"), _mutant(1, 9, "survived"),
-                                                  _mutant(2, 20, "survived"), _mutant(3, 30, "survived", "b")])
+                                                  _mutant(2, 20, "survived"), _mutant(3, 30, "survived", "f(a,\n b)"),
+                                                  _mutant(4, 40, "survived", "g")])
     rerun = _report("x.rerun.json", "2026-12-04T11:00", [_mutant(1, 9, "killed")], only="1")
-    # the module edited: two lines up; the same change twice, matched by the nearest line
-    edited = _report("x.edited.json", "2026-12-04T12:00", [_mutant(0, 18, "killed"), _mutant(1, 28, "survived", "b")],
-                     sha="s2", only="2,3")
-    earlier = _report("x.old.json", "2026-12-04T09:00", [_mutant(3, 30, "killed", "b")])  # before the base: not read
+    # the module edited: two lines up; the same change twice, matched by the nearest line; a call re-wrapped
+    edited = _report("x.edited.json", "2026-12-04T12:00", [_mutant(0, 18, "killed"), _mutant(1, 28, "killed", "f(a, b)"),
+                                                           _mutant(2, 38, "survived", "g")], sha="s2", only="2,3,4")
+    earlier = _report("x.old.json", "2026-12-04T09:00", [_mutant(4, 40, "killed", "g")])  # before the base: not read
     score = scores.module_score([rerun, base, edited, earlier])
-    assert (score["base"], score["mutants"], score["killed"], score["stopped"]) == ("x.json", 4, 3, None)
+    assert (score["base"], score["mutants"], score["killed"], score["stopped"]) == ("x.json", 5, 4, None)
     assert score["later"] == ["x.rerun.json", "x.edited.json"]
 
 

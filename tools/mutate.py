@@ -394,7 +394,8 @@ def main(argv=None):
     parser.add_argument("--commit", default=None, help="mutate and test this commit's files (git archive) instead "
                         "of the working tree's (others' edits in progress left out)")
     parser.add_argument("--workdir", default=None, help="keep the copy here (default: a temporary folder, removed)")
-    parser.add_argument("--report", default=None, help="the JSON report (default: bench/results/mutation/...)")
+    parser.add_argument("--report", default=None, help="the JSON report, a new file (default: bench/results/"
+                        "mutation/<dotted module>[.at-<commit>].json)")
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -421,11 +422,14 @@ def main(argv=None):
         for m in mutants:
             print(f"{m.id:4d} {module}:{m.line}:{m.col} {m.operator:9s} {m.original!r} -> {m.replacement!r}")
         return 0
+    stem = module.removesuffix(".py").replace(os.sep, ".") + (f".at-{args.commit[:7]}" if args.commit else "")
+    path = args.report or os.path.join(REPORT_DIR, stem + ".json")
+    if os.path.exists(path):  # a stored run is a record: never written over
+        parser.error(f"the report {os.path.relpath(path)} exists already; name another with --report")
     real_sha = _sha(os.path.join(REPO, module))
     signal.signal(signal.SIGTERM, _terminate)
     if args.workdir:
         restore_leftover(os.path.join(args.workdir, module))
-    path = args.report or os.path.join(REPORT_DIR, module.removesuffix(".py").replace(os.sep, ".") + ".json")
     report = {"module": module, "tests": tests, "operators": args.operators.split(","), "commit": args.commit,
               "source_sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -31,13 +31,20 @@ PACKAGES = ("albert_tf/text/", "albert_tf/data/", "albert_tf/fileio.py", "albert
 KILLED = ("killed", "timeout")
 
 
+def _change_key(mutant):
+    """What a mutant changes: operator, column and the source text before and after, its whitespace collapsed (a
+    statement re-wrapped over other lines is the same change)."""
+    return (mutant["operator"], " ".join(mutant["original"].split()), " ".join(mutant["replacement"].split()),
+            mutant["col"])
+
+
 def _match(base, mutant, same_source):
     """The id in `base` ({id: mutant}) of a later report's `mutant`: the same id when the module's source is the
-    same, else the base mutant making the same change (operator, source text, column) nearest its line."""
+    same, else the base mutant making the same change (`_change_key`) nearest its line."""
     if same_source:
         return mutant["id"] if mutant["id"] in base else None
-    change = (mutant["operator"], mutant["original"], mutant["replacement"], mutant["col"])
-    candidates = [m for m in base.values() if (m["operator"], m["original"], m["replacement"], m["col"]) == change]
+    change = _change_key(mutant)
+    candidates = [m for m in base.values() if _change_key(m) == change]
     if not candidates:
         return None
     return min(candidates, key=lambda m: abs(m["line"] - mutant["line"]))["id"]
