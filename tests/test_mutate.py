@@ -206,8 +206,9 @@ def test_scores_take_each_mutants_newest_outcome_matched_across_edits():
                                                   _mutant(4, 40, "survived", "g")])
     rerun = _report("x.rerun.json", "2026-12-04T11:00", [_mutant(1, 9, "killed")], only="1")
     # the module edited: two lines up; the same change twice, matched by the nearest line; a call re-wrapped
-    edited = _report("x.edited.json", "2026-12-04T12:00", [_mutant(0, 18, "killed"), _mutant(1, 28, "killed", "f(a, b)"),
-                                                           _mutant(2, 38, "survived", "g")], sha="s2", only="2,3,4")
+    edited = _report("x.edited.json", "2026-12-04T12:00",
+                     [_mutant(0, 18, "killed"), _mutant(1, 28, "killed", "f(a, b)"), _mutant(2, 38, "survived", "g")],
+                     sha="s2", only="2,3,4")
     earlier = _report("x.old.json", "2026-12-04T09:00", [_mutant(4, 40, "killed", "g")])  # before the base: not read
     score = scores.module_score([rerun, base, edited, earlier])
     assert (score["base"], score["mutants"], score["killed"], score["stopped"]) == ("x.json", 5, 4, None)
