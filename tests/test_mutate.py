@@ -215,6 +215,13 @@ def test_scores_take_each_mutants_newest_outcome_matched_across_edits():
     assert score["later"] == ["x.rerun.json", "x.edited.json"]
 
 
+def test_the_same_change_twice_on_a_line_is_told_apart_by_its_column():
+    base = _report("x.json", "2026-12-04T10:00", [_mutant(0, 5, "survived", col=4), _mutant(1, 5, "survived", col=30)])
+    # the module edited: the line indented by four, moved down one
+    edited = _report("x.e.json", "2026-12-04T11:00", [_mutant(7, 6, "killed", col=34)], sha="s2", only="7")
+    assert [m["id"] for m in scores.module_score([base, edited])["unjudged"]] == [0]
+
+
 def test_a_stopped_run_is_the_base_only_without_a_complete_one_and_scores_what_it_ran():
     complete = _report("x.json", "2026-12-04T10:00", [_mutant(0, 5, "killed"), _mutant(1, 9, "survived")])
     stopped = _report("x.after.json", "2026-12-04T11:00", [_mutant(1, 9, "killed")], complete=False, selected=2)

@@ -5,13 +5,13 @@
 For each module: its base report is its latest complete run over the whole module (or over a line range), else its
 latest run at all (a run stopped part-way scores the mutants it reached). Every later report of the module (its
 survivors run again after new tests, a later full run) then gives each mutant it ran its newest outcome, matched by
-id when the module's source is the same, else by operator, source text and column (the nearest line), since lines
-move as a module is edited. A mutant counts as killed when its newest outcome is killed or timeout. Catches seen
+id when the module's source is the same, else by operator and source text (the nearest line, then column), since
+lines move as a module is edited. A mutant counts as killed when its newest outcome is killed or timeout. Catches seen
 only by hand are not counted: only stored runs are.
 
 A surviving mutant that a maintainer has judged equivalent (no input can tell it from the module: a symmetric
 call's arguments swapped, a default always overridden) is listed with the reason in tools/mutation_equivalents.json,
-matched the same way (operator, text, column, nearest line). The score less those judged is the goal's (95%); a
+matched the same way (operator, text, nearest line and column). The score less those judged is the goal's (95%); a
 judgement that matches no survivor any more (the mutant was killed, or the code changed) is listed as stale.
 With --unjudged, the survivors not judged are printed as entries for that file, `why` left empty.
 """
@@ -32,22 +32,21 @@ KILLED = ("killed", "timeout")
 
 
 def _change_key(mutant):
-    """What a mutant changes: operator, column and the source text before and after, its whitespace collapsed (a
-    statement re-wrapped over other lines is the same change)."""
-    return (mutant["operator"], " ".join(mutant["original"].split()), " ".join(mutant["replacement"].split()),
-            mutant["col"])
+    """What a mutant changes: operator and the source text before and after, its whitespace collapsed (a statement
+    re-wrapped over other lines, or indented into a block, is the same change)."""
+    return mutant["operator"], " ".join(mutant["original"].split()), " ".join(mutant["replacement"].split())
 
 
 def _match(base, mutant, same_source):
     """The id in `base` ({id: mutant}) of a later report's `mutant`: the same id when the module's source is the
-    same, else the base mutant making the same change (`_change_key`) nearest its line."""
+    same, else the base mutant making the same change (`_change_key`) nearest its line, then its column."""
     if same_source:
         return mutant["id"] if mutant["id"] in base else None
     change = _change_key(mutant)
     candidates = [m for m in base.values() if _change_key(m) == change]
     if not candidates:
         return None
-    return min(candidates, key=lambda m: abs(m["line"] - mutant["line"]))["id"]
+    return min(candidates, key=lambda m: (abs(m["line"] - mutant["line"]), abs(m["col"] - mutant["col"])))["id"]
 
 
 def _is_full(report):
