@@ -222,6 +222,18 @@ def test_the_same_change_twice_on_a_line_is_told_apart_by_its_column():
     assert [m["id"] for m in scores.module_score([base, edited])["unjudged"]] == [0]
 
 
+def test_a_later_run_is_matched_by_the_occurrence_of_its_change_before_the_nearest_line():
+    """Eight lines added above the first of two identical changes: by line the re-run's first would be taken for
+    the base's second; by occurrence (the first such change of the module) it is the first."""
+    base = _report("x.json", "2026-12-04T10:00", [_mutant(0, 130, "survived"), _mutant(1, 139, "survived")])
+    rerun = _report("x.r.json", "2026-12-04T11:00", [{**_mutant(5, 138, "killed"), "occurrence": 0}], sha="s2",
+                    only="5")
+    assert [m["id"] for m in scores.module_score([base, rerun])["unjudged"]] == [1]
+    source = "a = x < 1\nb = y\nc = x < 1\n"
+    found = [m for m in mutate.generate_mutants(source) if m.original == "x < 1" and m.operator == "compare"]
+    assert [mutate.occurrences(found)[m.id] for m in found] == [0, 1]
+
+
 def test_a_stopped_run_is_the_base_only_without_a_complete_one_and_scores_what_it_ran():
     complete = _report("x.json", "2026-12-04T10:00", [_mutant(0, 5, "killed"), _mutant(1, 9, "survived")])
     stopped = _report("x.after.json", "2026-12-04T11:00", [_mutant(1, 9, "killed")], complete=False, selected=2)

@@ -44,6 +44,7 @@ arguments of logging calls):
 
 import argparse
 import ast
+import collections
 import contextlib
 import datetime
 import hashlib
@@ -251,6 +252,18 @@ def generate_mutants(source, operators=OPERATORS):
 
 # ------------------------------------------------------------------------------------------------ the work folder
 
+def occurrences(mutants):
+    """{id: k} where the mutant is the k-th (from 0, in source order) of `mutants` making its change: operator and
+    text before and after, whitespace collapsed. The k-th such change of a module stays the k-th as lines around
+    it move, so reports of the same module at different commits are matched by it (tools/mutation_scores.py)."""
+    seen, found = collections.Counter(), {}
+    for m in sorted(mutants, key=lambda m: m.start):
+        key = (m.operator, " ".join(m.original.split()), " ".join(m.replacement.split()))
+        found[m.id] = seen[key]
+        seen[key] += 1
+    return found
+
+
 def make_workdir(workdir=None, repo=REPO, commit=None):
     """A copy of the repository to run mutants in (see the module docstring): the working tree's files, or with
     `commit` that commit's (`git archive`); returns its path. A kept work folder is refreshed: its copies are made
@@ -412,6 +425,7 @@ def main(argv=None):
         with open(os.path.join(REPO, module), encoding="utf-8") as f:
             source = f.read()
     mutants = generate_mutants(source, tuple(args.operators.split(",")))
+    occurrence = occurrences(mutants)
     if args.only:
         wanted = {int(i) for i in args.only.split(",")}
         mutants = [m for m in mutants if m.id in wanted]
@@ -461,7 +475,8 @@ def main(argv=None):
                 outcome, seconds = run_tests(workdir, tests, timeout, MUTATE_FIRST=first)
             status = {"failed": "killed", "passed": "survived", "timeout": "timeout"}[outcome]
             row = {k: v for k, v in asdict(m).items() if k not in ("start", "end")}
-            results.append({**row, "status": status, "seconds": round(seconds, 1), "tests_running_line": len(running)})
+            results.append({**row, "occurrence": occurrence[m.id], "status": status, "seconds": round(seconds, 1),
+                            "tests_running_line": len(running)})
             print(f"{m.id:4d} line {m.line:4d} {m.operator:9s} {status:8s} {m.original!r} -> {m.replacement!r}",
                   file=sys.stderr)
             report["complete"] = len(results) == len(mutants)

@@ -5,7 +5,8 @@
 For each module: its base report is its latest complete run over the whole module (or over a line range), else its
 latest run at all (a run stopped part-way scores the mutants it reached). Every later report of the module (its
 survivors run again after new tests, a later full run) then gives each mutant it ran its newest outcome, matched by
-id when the module's source is the same, else by operator and source text (the nearest line, then column), since
+id when the module's source is the same, else by operator and source text: the same occurrence of that change in
+the module (the k-th, as tools/mutate.py records it), or for older reports the nearest line, then column, since
 lines move as a module is edited. A mutant counts as killed when its newest outcome is killed or timeout. Catches seen
 only by hand are not counted: only stored runs are.
 
@@ -37,15 +38,36 @@ def _change_key(mutant):
     return mutant["operator"], " ".join(mutant["original"].split()), " ".join(mutant["replacement"].split())
 
 
-def _match(base, mutant, same_source):
+def base_occurrences(report):
+    """{id: k} of a report's mutants, each the k-th making its change in the module (as tools/mutate.py records
+    it), or None where that cannot be known: an older report without the field that is not a complete run over the
+    whole module."""
+    mutants = report["mutants"]
+    if all("occurrence" in m for m in mutants):
+        return {m["id"]: m["occurrence"] for m in mutants}
+    if report.get("lines") or report.get("only") or not report["complete"]:
+        return None
+    seen, found = collections.Counter(), {}
+    for m in sorted(mutants, key=lambda m: (m["line"], m["col"])):
+        found[m["id"]] = seen[_change_key(m)]
+        seen[_change_key(m)] += 1
+    return found
+
+
+def _match(base, mutant, same_source, occurrence=None):
     """The id in `base` ({id: mutant}) of a later report's `mutant`: the same id when the module's source is the
-    same, else the base mutant making the same change (`_change_key`) nearest its line, then its column."""
+    same, else the base mutant making the same change (`_change_key`): the same occurrence of it when both are
+    known (`occurrence`: the base's, from `base_occurrences`), else the one nearest its line, then column."""
     if same_source:
         return mutant["id"] if mutant["id"] in base else None
     change = _change_key(mutant)
     candidates = [m for m in base.values() if _change_key(m) == change]
     if not candidates:
         return None
+    if occurrence is not None and "occurrence" in mutant:
+        same = [m for m in candidates if occurrence.get(m["id"]) == mutant["occurrence"]]
+        if same:
+            return same[0]["id"]
     return min(candidates, key=lambda m: (abs(m["line"] - mutant["line"]), abs(m["col"] - mutant["col"])))["id"]
 
 
@@ -62,18 +84,19 @@ def module_score(reports, judged=()):
     complete = [r for r in full if r["complete"]]
     base = (complete or full or reports)[-1]
     mutants = {m["id"]: m for m in base["mutants"]}
+    occurrence = base_occurrences(base)
     outcome = {i: m["status"] for i, m in mutants.items()}
     later = [r for r in reports if r["date"] > base["date"]]
     for report in later:
         same_source = report["source_sha256"] == base["source_sha256"]
         for mutant in report["mutants"]:
-            found = _match(mutants, mutant, same_source)
+            found = _match(mutants, mutant, same_source, occurrence)
             if found is not None:
                 outcome[found] = mutant["status"]
     survivors = {i: mutants[i] for i, status in outcome.items() if status not in KILLED}
     equivalent, stale = set(), []
     for entry in judged:
-        found = _match({i: m for i, m in survivors.items() if i not in equivalent}, entry, False)
+        found = _match({i: m for i, m in survivors.items() if i not in equivalent}, entry, False, occurrence)
         if found is None:
             stale.append(entry)
         else:
@@ -81,7 +104,8 @@ def module_score(reports, judged=()):
     return {"module": base["module"], "base": base["file"], "commit": base["commit"][:7], "lines": base.get("lines"),
             "stopped": None if base["complete"] else (len(base["mutants"]), base["mutants_selected"]),
             "mutants": len(outcome), "killed": len(outcome) - len(survivors), "equivalent": len(equivalent),
-            "unjudged": [m for i, m in sorted(survivors.items()) if i not in equivalent], "stale": stale,
+            "unjudged": [{**m, "occurrence": occurrence[i]} if occurrence else m
+                         for i, m in sorted(survivors.items()) if i not in equivalent], "stale": stale,
             "later": [r["file"] for r in later]}
 
 
@@ -173,8 +197,8 @@ def main():
     judged = read_equivalents(args.equivalents)
     scores = [module_score(reports, judged.get(module, ())) for module, reports in read_reports(args.reports).items()]
     if args.unjudged:
-        keys = ("line", "col", "operator", "original", "replacement")
-        print(json.dumps({s["module"]: [{**{k: m[k] for k in keys}, "why": ""} for m in s["unjudged"]]
+        keys = ("line", "col", "occurrence", "operator", "original", "replacement")
+        print(json.dumps({s["module"]: [{**{k: m[k] for k in keys if k in m}, "why": ""} for m in s["unjudged"]]
                           for s in sorted(scores, key=lambda s: s["module"]) if s["unjudged"]}, indent=1))
         return
     print("# command: python tools/mutation_scores.py   (from the reports in bench/results/mutation/)\n")
