@@ -34,10 +34,14 @@ def _session(tmp_path_factory):
     def fixed(x):
         return {"fixed": tf.constant([1.0, 2.0, 3.0]), "same": x}
 
-    module.two, module.one, module.scalar, module.fixed = two, one, scalar, fixed
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.bool, name="on")])
+    def flag(on):
+        return {"number": tf.cast(on, tf.int32), "rows": tf.stack([tf.cast(on, tf.int32)] * 3, axis=1)}
+
+    module.two, module.one, module.scalar, module.fixed, module.flag = two, one, scalar, fixed, flag
     export_dir = str(tmp_path_factory.mktemp("rest") / "model")
     tf.saved_model.save(module, export_dir, signatures={"serving_default": two, "one": one, "scalar": scalar,
-                                                        "fixed": fixed})
+                                                        "fixed": fixed, "flag": flag})
     with ServingSession(export_dir) as session:
         yield session
 
@@ -86,7 +90,7 @@ def test_row_and_columnar_bodies_get_tf_servings_answers(session):
     ({"instances": [1], "inputs": {}}, r'^the body must have exactly one of "instances" \(row format\) and '),
     ({}, r"^the body must have exactly one of"),
     ({"signature_name": "nope", "inputs": {}}, r'^serving signature name: "nope" not found in signature def; '
-                                               r"known: fixed, one, scalar, serving_default$"),
+                                               r"known: fixed, flag, one, scalar, serving_default$"),
     ({"instances": []}, r'^"instances" must be a non-empty list$'),
     ({"instances": [{"ids": [1]}]}, r"^instance 0 lacks the named input 'text' \(each instance is an object with "
                                     r"ids, text\)$"),
@@ -96,6 +100,9 @@ def test_row_and_columnar_bodies_get_tf_servings_answers(session):
      r"^instance 0 has input\(s\) the signature does not take: extra$"),
     ({"instances": [{"ids": [1.5], "text": "a"}]}, r"^instances\[0\].ids: JSON value 1.5 is not of the expected "),
     ({"inputs": [[1]]}, r'^"inputs" must be an object with ids, text$'),
+    ({"instances": [[1, 2]]}, r"^instance 0 lacks the named input 'ids' \(each instance is an object with "),
+    ({"signature_name": "one", "inputs": {"y": [1.0]}},
+     r'^inputs.x: JSON value {"y": \[1.0\]} is not of the expected type float32$'),
     ({"inputs": {"ids": [[1]], "text": ["a"], "more": 1}}, r'^"inputs" has input\(s\) the signature does not take: '
                                                            r"more$"),
     ({"inputs": {"ids": [[1]]}}, r"^signature serving_default takes ids, text; missing: text; unknown: none$"),
@@ -119,3 +126,26 @@ def test_run_checks_each_feeds_type(session):
         session.run(None, {"ids": np.ones((1, 2), np.int32), "text": np.array([1])})
     outputs = session.run(None, {"ids": np.ones((1, 2), np.int32), "text": np.array([b"ab"], object)})
     assert outputs["total"].tolist() == [2] and outputs["length"].tolist() == [2]
+    assert session.run("one", {"x": [1.0, 2.0]})["doubled"].tolist() == [2.0, 4.0]  # plain lists too
+    assert session.run("flag", {"on": np.array([True, False])})["number"].tolist() == [1, 0]
+    with pytest.raises(RestError, match=r"^input 'on' is int64; the signature takes bool$"):
+        session.run("flag", {"on": np.array([1, 0])})
+
+
+def test_rows_of_an_output_with_more_axes_are_its_rows(session):
+    assert session.predict({"signature_name": "flag", "instances": [True, False]}) == {
+        "predictions": [{"number": 1, "rows": [1, 1, 1]}, {"number": 0, "rows": [0, 0, 0]}]}
+
+
+def test_the_session_is_closed_by_close_and_by_leaving_its_block(tmp_path):
+    module = tf.Module()
+    module.f = tf.function(lambda x: {"y": x + 1.0}, input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+    tf.saved_model.save(module, str(tmp_path / "m"), signatures={"serving_default": module.f})
+    with ServingSession(str(tmp_path / "m")) as served:
+        assert served.predict({"inputs": [1.0]}) == {"outputs": [2.0]}
+    with pytest.raises(RuntimeError, match="closed Session"):
+        served.predict({"inputs": [1.0]})
+    served = ServingSession(str(tmp_path / "m"))
+    served.close()
+    with pytest.raises(RuntimeError, match="closed Session"):
+        served.predict({"inputs": [1.0]})
