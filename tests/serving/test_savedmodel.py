@@ -11,6 +11,8 @@ from tests.helpers import make_files
 
 def test_what_counts_as_an_export(tmp_path):
     assert savedmodel.is_export(make_files(tmp_path / "sm", "saved_model.pb", "fingerprint.pb", "assets.extra/x"))
+    assert savedmodel.is_export(make_files(tmp_path / "every_part", "saved_model.pb", "saved_model.pbtxt",
+                                           "fingerprint.pb", "variables/variables.index", "assets/a", "assets.extra/x"))
     assert not savedmodel.is_export(make_files(tmp_path / "graphless", "variables/variables.index"))
     assert not savedmodel.is_export(make_files(tmp_path / "with_data", "saved_model.pb", "train.tsv"))
     (tmp_path / "nothing").mkdir()
