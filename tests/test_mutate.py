@@ -272,6 +272,15 @@ def test_the_package_table_sums_its_modules_and_names_those_with_no_report():
     assert "- `albert_tf/train/x.py` line 3 compare `a < 1` -> `a >= 1`" in stale
 
 
+def test_the_core_modules_leave_out_aliases_of_imports_only():
+    modules = scores.core_modules()
+    assert "albert_tf/fileio.py" in modules["albert_tf/fileio.py"]
+    assert "albert_tf/data/natural_order.py" in modules["albert_tf/data/"]
+    everything = [m for found in modules.values() for m in found]
+    assert "albert_tf/data/pretraining_data.py" not in everything  # a re-export alias: nothing to mutate
+    assert not [m for m in everything if m.endswith("__init__.py")]
+
+
 def test_the_stored_judgements_each_name_a_survivor_with_a_reason():
     """tools/mutation_equivalents.json against the stored reports: every entry has a reason and matches a
     surviving mutant (a judgement left after its mutant was killed, or after the code changed, fails here)."""

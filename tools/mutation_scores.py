@@ -18,6 +18,7 @@ With --unjudged, the survivors not judged are printed as entries for that file, 
 """
 
 import argparse
+import ast
 import collections
 import glob
 import json
@@ -176,14 +177,24 @@ def markdown(scores, modules_in_packages):
     return "\n".join(lines)
 
 
+def _only_imports(source):
+    """Whether a module is only a docstring and imports (an alias re-exporting another): nothing to mutate."""
+    body = ast.parse(source).body
+    return all(isinstance(node, (ast.Import, ast.ImportFrom)) or
+               (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)) for node in body)
+
+
 def core_modules(repo=REPO):
-    """{package: [module paths]} of the core packages' modules (less the `__init__.py` files, which re-export)."""
+    """{package: [module paths]} of the core packages' modules (not the `__init__.py` files, which re-export, nor
+    an alias module of imports only)."""
     found = collections.defaultdict(list)
     for path in sorted(glob.glob(os.path.join(repo, "albert_tf", "**", "*.py"), recursive=True)):
         module = os.path.relpath(path, repo)
         package = package_of(module)
         if package and not module.endswith("__init__.py"):
-            found[package].append(module)
+            with open(path, encoding="utf-8") as f:
+                if not _only_imports(f.read()):
+                    found[package].append(module)
     return found
 
 
