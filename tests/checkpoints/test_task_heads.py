@@ -1,12 +1,14 @@
-"""Which classifier head a conversion writes (albert_tf/checkpoints/task_heads.py `classifier_head`): from the
-run's task.json, `--num_labels` and `--label_list`, each disagreement one line naming both sides; and a keras-hub
-task preset refused. The conversions themselves: tests/checkpoints/test_run_files.py."""
+"""Which heads a conversion carries over (albert_tf/checkpoints/task_heads.py): the classifier head from the run's
+task.json, `--num_labels` and `--label_list`, each disagreement one line naming both sides; the model each input is
+read into (pretraining, SQuAD v1.1, classifier); a task head never dropped; a keras-hub task preset refused. The
+conversions themselves: tests/checkpoints/test_run_files.py."""
 
 import json
 
 import pytest
 
 from albert_tf.checkpoints import CheckpointMismatchError, task_heads
+from albert_tf.checkpoints.name_table import pretraining_head_entries
 from albert_tf.errors import UsageError
 
 
@@ -61,3 +63,72 @@ def test_a_keras_hub_task_preset_is_refused(tmp_path):
     with pytest.raises(CheckpointMismatchError, match=r"is a keras-hub AlbertTextClassifier preset; the converter "
                                                       r"reads a preset's backbone only"):
         task_heads.refuse_keras_hub_task(str(tmp_path))
+
+
+# Which model an input is read into, and the heads never dropped.
+
+def _saved(tmp_path, model, name, fmt="original", record=None):
+    from albert_tf.checkpoints import save_checkpoint  # pylint: disable=import-outside-toplevel
+
+    folder = tmp_path / name
+    folder.mkdir()
+    if record is not None:
+        (folder / "task.json").write_text(json.dumps(record))
+    return save_checkpoint(model, str(folder / "ckpt-1"), fmt)
+
+
+def _built(model, **inputs):
+    from albert_tf.model import dummy_inputs  # pylint: disable=import-outside-toplevel
+
+    model(dummy_inputs(**inputs), training=False)
+    return model
+
+
+def test_each_input_is_read_into_the_model_of_its_heads(tmp_path):
+    from albert_tf.model import (AlbertClassifier, AlbertForPretraining, AlbertForSquad,  # pylint: disable=C0415
+                                 AlbertModel)
+    from tests.helpers import tiny_config  # pylint: disable=import-outside-toplevel
+
+    config = tiny_config()
+    pretrained = _saved(tmp_path, _built(AlbertForPretraining(config), num_predictions=1), "pre")
+    model, result = task_heads.load_model(config, pretrained, None, False)
+    assert type(model) is AlbertForPretraining and not result.missing
+    task_heads.refuse_dropped_head(pretrained, model, result)  # nothing to drop
+    squad = _saved(tmp_path, _built(AlbertForSquad(config), seq_length=4), "squad")
+    model, result = task_heads.load_model(config, squad, None, False)
+    assert type(model) is AlbertForSquad and not result.missing
+    encoder = _saved(tmp_path, _built(AlbertModel(config)), "encoder")
+    model, result = task_heads.load_model(config, encoder, None, False)  # no head at all: pretraining, heads missing
+    assert type(model) is AlbertForPretraining and any(n.startswith("cls/predictions/") for n in result.missing)
+    heads = {id(e.variable) for e in pretraining_head_entries(model)}
+    assert task_heads.missing_variable_ids(model, result) == heads and heads
+    classifier = _saved(tmp_path, _built(AlbertClassifier(config, 3)), "cls")
+    model, result = task_heads.load_model(config, classifier, 3, False)
+    assert type(model) is AlbertClassifier and model.num_labels == 3 and not result.missing
+    model, result = task_heads.load_model(config, classifier, None, False)
+    with pytest.raises(UsageError, match=r"^the input .*ckpt-1 holds a classifier head \(output_bias, "
+                                         r"output_weights\) and no .*task.json gives its labels; pass --num_labels"):
+        task_heads.refuse_dropped_head(classifier, model, result)
+    squad_v2 = _saved(tmp_path, _built(AlbertForSquad(config, version_2=True), seq_length=4), "squad2")
+    model, result = task_heads.load_model(config, squad_v2, None, False)
+    assert type(model) is AlbertForPretraining
+    with pytest.raises(CheckpointMismatchError, match=r"^the input .*ckpt-1 holds a task head \(.*\) that the "
+                                                      r"converter cannot write; it would be dropped"):
+        task_heads.refuse_dropped_head(squad_v2, model, result)
+
+
+def test_a_native_squad_checkpoint_is_told_by_its_task_json(tmp_path):
+    from albert_tf.model import AlbertForPretraining, AlbertForSquad  # pylint: disable=import-outside-toplevel
+    from tests.helpers import tiny_config  # pylint: disable=import-outside-toplevel
+
+    config = tiny_config()
+    squad = _built(AlbertForSquad(config), seq_length=4)
+    v1 = _saved(tmp_path, squad, "v1", "native", {"task_name": "squad", "version_2_with_negative": False})
+    assert type(task_heads.load_model(config, v1, None, False)[0]) is AlbertForSquad
+    v2 = _saved(tmp_path, squad, "v2", "native", {"task_name": "squad", "version_2_with_negative": True})
+    assert type(task_heads.load_model(config, v2, None, False)[0]) is AlbertForPretraining
+    unnamed = _saved(tmp_path, squad, "unnamed", "native")
+    model, result = task_heads.load_model(config, unnamed, None, False)
+    assert type(model) is AlbertForPretraining
+    heads = {id(e.variable) for e in pretraining_head_entries(model)}
+    assert task_heads.missing_variable_ids(model, result) == heads and heads  # found by the native keys
