@@ -82,7 +82,7 @@ def test_errors(tmp_path):
     _write(str(tmp_path / "SST-2" / "train.tsv"), "sentence\tlabel\ngood film\t1\nno label here\nbad\t0\n")
     with pytest.raises(glue.MalformedRowError, match=r"SST-2/train.tsv, line 3: 1 fields") as info:
         glue.get_processor("sst-2").get_train_examples(str(tmp_path))
-    assert info.value.line == 3
+    assert info.value.line == 3 and info.value.path == str(tmp_path / "SST-2" / "train.tsv")
 
     _write(str(tmp_path / "SST-2" / "dev.tsv"), "sentence\tlabel\ngood film\t1\nodd\t2\n")
     with pytest.raises(glue.UnknownLabelError, match=r"dev.tsv, line 3: label '2' is not in the label set "
@@ -216,6 +216,31 @@ def test_features_and_cache_keys(tmp_path, tok):
     assert read_meta(changed.path)["key"]["tokenizer"] == tokenizer_fingerprint(tok)
 
 
+def test_the_cache_records_the_longest_example_and_names_its_file_safely(tmp_path, tok, caplog):
+    from albert_tf.data.glue import cache  # pylint: disable=import-outside-toplevel
+
+    processor = glue.get_processor("mrpc")
+    with caplog.at_level("INFO"):
+        first = glue.cached_features(processor, SAMPLE_GLUE, "dev", tok, 128, str(tmp_path))
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("Writing")] == [
+        "Writing mrpc dev example 0 of 100"]  # progress every 10,000 examples
+    longest = max(int(r["input_mask"].sum()) for r in _records(first.path, 128))
+    assert first.max_length == longest < 128
+    assert glue.cached_features(processor, SAMPLE_GLUE, "dev", tok, 128, str(tmp_path)).max_length == longest
+    assert cache._safe("my task/v2:é") == "my_task_v2_"  # pylint: disable=protected-access
+
+
+def test_a_processor_without_a_regression_flag_classifies(tmp_path):
+    class Labels(glue.DataProcessor):
+        labels = ("x", "y", "z")
+
+    class Scores(glue.DataProcessor):
+        is_regression = True
+
+    assert Labels.task_name is None and Labels().get_labels() == ["x", "y", "z"] and Labels().num_labels == 3
+    assert Scores().get_labels() == [None] and Scores().num_labels == 1
+
+
 def test_regression_records_and_texts_helper(tmp_path, tok):
     features = glue.cached_features(glue.get_processor("sts-b"), SAMPLE_GLUE, "train", tok, 32, str(tmp_path))
     record = _records(features.path, 32, regression=True)[0]
@@ -223,6 +248,10 @@ def test_regression_records_and_texts_helper(tmp_path, tok):
     arrays = glue.features_from_texts(tok, ["A plane is taking off."], ["An air plane is taking off."], 32)
     np.testing.assert_array_equal(arrays["input_ids"][0], record["input_ids"])
     np.testing.assert_array_equal(arrays["segment_ids"][0], record["segment_ids"])
+    single = glue.features_from_texts(tok, ["A plane is taking off.", "Fine."])  # one text each, 128 tokens
+    assert single["input_ids"].shape == (2, 128) and single["input_ids"].dtype == np.int32
+    np.testing.assert_array_equal(single["input_ids"][1], encode_pair(tok, "Fine.", None, 128)[0])
+    assert not single["segment_ids"].any()
 
 
 # ------------------------------------------------------------------------------------------- pipelines
