@@ -100,6 +100,49 @@ def test_errors(tmp_path):
         glue.CsvProcessor(train_file=str(tmp_path / "bad.tsv")).get_train_examples(None)
 
 
+def test_the_first_byte_that_is_not_utf8_is_found_by_line_and_character():
+    import io  # pylint: disable=import-outside-toplevel
+
+    find = glue.first_invalid_utf8
+    assert find(io.BytesIO("\ufeffab\nc\u00e9d\n".encode())) is None
+    assert find(io.BytesIO(b"\xef\xbb\xbfa\xffb")) == (1, 2, 0xFF, "invalid start byte")  # the mark not counted
+    assert find(io.BytesIO(b"x\xef\xbb\xbf\xff")) == (1, 3, 0xFF, "invalid start byte")  # a mark inside is a char
+    assert find(io.BytesIO("x\ry\r\n\u00e9z".encode() + b"\xfe")) == (3, 3, 0xFE, "invalid start byte")
+    assert find(io.BytesIO(b"ok\n\xc3(")) == (2, 1, 0xC3, "invalid continuation byte")
+
+
+def test_rows_of_local_and_remote_files_and_their_errors(tmp_path):
+    tsv = _write(str(tmp_path / "a.tsv"), '\ufeffh1\th2\n\nsay "hi\tthere\r\nlast\trow\n')
+    rows = list(glue.read_rows(tsv))
+    assert rows == [(1, ["h1", "h2"]), (3, ['say "hi', "there"]), (4, ["last", "row"])]  # bare quotes kept
+    remote = "ram://glue-rows/a.tsv"
+    tf.io.gfile.makedirs("ram://glue-rows")
+    with tf.io.gfile.GFile(remote, "wb") as f:
+        f.write(open(tsv, "rb").read())
+    assert list(glue.read_rows(remote)) == rows
+    with tf.io.gfile.GFile("ram://glue-rows/bad.tsv", "wb") as f:
+        f.write(b"a\tb\nc\xe9d\te\n")
+    with pytest.raises(glue.MalformedRowError, match=r"^ram://glue-rows/bad.tsv, line 2: not valid UTF-8 \(byte "
+                                                     r"0xe9 at column 2: invalid continuation byte\)$") as info:
+        list(glue.read_rows("ram://glue-rows/bad.tsv"))
+    assert (info.value.path, info.value.line) == ("ram://glue-rows/bad.tsv", 2)
+    with open(tmp_path / "bad.tsv", "wb") as f:
+        f.write(b"a\tb\n" * 3 + b"x\ty\xff\n")
+    with pytest.raises(glue.MalformedRowError, match=r"bad.tsv, line 4: not valid UTF-8 \(byte 0xff at column 4: "):
+        list(glue.read_rows(str(tmp_path / "bad.tsv")))
+    csv_file = _write(str(tmp_path / "a.csv"), 'a,"b,c"\nd,"e"x\n')
+    with pytest.raises(glue.MalformedRowError, match=r"a.csv, line 2: cannot parse the row: "):
+        list(glue.read_rows(csv_file, delimiter=","))
+    with pytest.raises(glue.MissingSplitError, match="^data file not found: .*nowhere.tsv$"):
+        list(glue.read_rows(str(tmp_path / "nowhere.tsv")))
+
+
+def test_a_label_is_read_without_its_spaces_and_a_missing_one_trains_as_the_first():
+    processor = glue.get_processor("sst-2")
+    assert processor.label_of(" 1 ", "f", 2) == "1"
+    assert processor.label_index(None) == 0 and processor.label_index("1") == 1
+
+
 def test_qqp_skips_short_rows_as_the_original(tmp_path):
     _write(str(tmp_path / "QQP" / "train.tsv"),
            "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n0\t1\t2\tq one?\tq two?\t0\n1\t3\t4\tcut short\n"
