@@ -137,6 +137,18 @@ def test_rows_of_local_and_remote_files_and_their_errors(tmp_path):
         list(glue.read_rows(str(tmp_path / "nowhere.tsv")))
 
 
+def test_a_glue_reader_is_made_for_glue_tasks_only_and_counts_every_column(tmp_path):
+    assert glue.GlueProcessor("SST-2").task_name == "sst-2"
+    for name in ("nope", "squad"):  # no task; a task whose files are not GLUE's
+        with pytest.raises(glue.UnknownTaskError, match=f"^unknown task '{name}'; known tasks: cola, "):
+            glue.GlueProcessor(name)
+    header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    _write(str(tmp_path / "MRPC" / "train.tsv"), header + "1\t2\t3\tfirst\tsecond\n0\t4\t5\tonly four\n")
+    with pytest.raises(glue.MalformedRowError, match=r"train.tsv, line 3: 4 fields, the mrpc train layout needs at "
+                                                     r"least 5$"):
+        glue.get_processor("mrpc").get_train_examples(str(tmp_path))
+
+
 def test_a_label_is_read_without_its_spaces_and_a_missing_one_trains_as_the_first():
     processor = glue.get_processor("sst-2")
     assert processor.label_of(" 1 ", "f", 2) == "1"
