@@ -439,6 +439,14 @@ def test_shards_reach_a_remote_file_system_whole_or_not_at_all():
     with writer.ShardWriter(f"{base}/ok.txt", num_shards=2) as shards:  # replaced; the second shard empty
         shards.write(["Three."])
     assert [tf.io.gfile.GFile(p).read() for p in shards.paths] == ["Three.\n", ""]
+    renames = []
+    rename = tf.io.gfile.rename
+    with pytest.MonkeyPatch.context() as patch:  # on GCS the staging placeholder exists: it must be replaced
+        patch.setattr(tf.io.gfile, "rename", lambda a, b, overwrite=False: (renames.append(overwrite),
+                                                                              rename(a, b, overwrite)))
+        with writer.ShardWriter(f"{base}/placeholder.txt") as shards:
+            shards.write(["One."])
+    assert renames == [True, True]  # the shard onto its placeholder, then the placeholder into place
     with pytest.raises(RuntimeError), writer.ShardWriter(f"{base}/failed.txt", num_shards=2) as shards:
         shards.write(["One."])
         raise RuntimeError("stopped")
