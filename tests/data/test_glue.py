@@ -147,6 +147,9 @@ def test_a_glue_reader_is_made_for_glue_tasks_only_and_counts_every_column(tmp_p
     with pytest.raises(glue.MalformedRowError, match=r"train.tsv, line 3: 4 fields, the mrpc train layout needs at "
                                                      r"least 5$"):
         glue.get_processor("mrpc").get_train_examples(str(tmp_path))
+    _write(str(tmp_path / "RTE" / "train.tsv"), "index\tsentence1\tsentence2\tlabel\n0\ta\tb\n")  # label last
+    with pytest.raises(glue.MalformedRowError, match=r"line 2: 3 fields, the rte train layout needs at least 4$"):
+        glue.get_processor("rte").get_train_examples(str(tmp_path))
 
 
 def test_a_label_is_read_without_its_spaces_and_a_missing_one_trains_as_the_first():
@@ -155,12 +158,14 @@ def test_a_label_is_read_without_its_spaces_and_a_missing_one_trains_as_the_firs
     assert processor.label_index(None) == 0 and processor.label_index("1") == 1
 
 
-def test_qqp_skips_short_rows_as_the_original(tmp_path):
+def test_qqp_skips_short_rows_as_the_original(tmp_path, caplog):
     _write(str(tmp_path / "QQP" / "train.tsv"),
            "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n0\t1\t2\tq one?\tq two?\t0\n1\t3\t4\tcut short\n"
            "2\t5\t6\tq three?\tq four?\t1\n")
     examples = glue.get_processor("qqp").get_train_examples(str(tmp_path))
     assert [(e.guid, e.label) for e in examples] == [("0", "0"), ("2", "1")]
+    assert [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()] == [
+        f"{tmp_path}/QQP/train.tsv, line 3: skipped (4 fields, 6 needed)"]
 
 
 def test_glue_data_error_keeps_its_old_name_in_the_family():
