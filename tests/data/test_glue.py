@@ -322,6 +322,20 @@ def sst2_records(tmp_path_factory, tok):
     return {split: glue.cached_features(processor, SAMPLE_GLUE, split, tok, 64, cache) for split in ("train", "dev")}
 
 
+@pytest.mark.parametrize("max_seq_length", [7, 8, 64, 65, 128, 512])
+def test_length_buckets_step_by_8_to_64_then_by_a_quarter_rounded_to_8(max_seq_length):
+    buckets = glue.length_buckets(max_seq_length)
+    assert buckets == sorted(set(buckets)) and all(b % 8 == 0 for b in buckets)
+    small = [b for b in buckets if b <= 64]
+    assert small == list(range(8, min(64, max_seq_length) + 1, 8))  # the edge itself included
+    for before, after in zip(buckets[len(small) - 1:], buckets[len(small):]):
+        assert after == int(before * 1.25) // 8 * 8
+    following = (buckets[-1] + 8 if buckets[-1] < 64 else int(buckets[-1] * 1.25) // 8 * 8) if buckets else 8
+    assert following > max_seq_length
+    if max_seq_length == 128:
+        assert buckets[-3:] == [80, 96, 120]
+
+
 def test_train_batches_are_padded_to_their_longest(sst2_records):
     path = sst2_records["train"].path
     dataset = glue.train_dataset(path, 64, 8, regression=False, seed=3)
