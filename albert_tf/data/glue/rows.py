@@ -40,12 +40,6 @@ def _not_utf8_error(path, binary, fallback_line):
     return MalformedRowError(path, line, f"not valid UTF-8 (byte 0x{byte:02x} at column {column}: {reason})")
 
 
-def _open_binary(path):
-    if "://" in path:
-        return tf.io.gfile.GFile(path, "rb")
-    return open(path, "rb")  # pylint: disable=consider-using-with
-
-
 def _open_text(path):
     if "://" in path:
         with tf.io.gfile.GFile(path, "rb") as f:
@@ -78,8 +72,8 @@ def read_rows(path, delimiter="\t", quoting=None):
                 row = next(reader)
             except StopIteration:
                 return
-            except UnicodeDecodeError:
-                with _open_binary(path) as binary:
+            except UnicodeDecodeError:  # a local file (a remote one is decoded whole by `_open_text`)
+                with open(path, "rb") as binary:
                     raise _not_utf8_error(path, binary, reader.line_num + 1) from None
             except csv.Error as err:
                 raise MalformedRowError(path, reader.line_num, f"cannot parse the row: {err}") from None
