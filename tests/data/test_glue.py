@@ -361,6 +361,26 @@ def test_train_batches_are_padded_to_their_longest(sst2_records):
     assert static["input_ids"].shape == (8, 64)
 
 
+def test_train_batches_without_bucketing_or_padding_and_after_a_resume(sst2_records):
+    path = sst2_records["train"].path
+    first = [f["input_ids"].numpy() for f, _ in glue.train_dataset(path, 64, 8, False, seed=3).take(4)]
+    explicit = next(iter(glue.train_dataset(path, 64, 8, False, seed=3, skip_batches=0)))[0]["input_ids"].numpy()
+    np.testing.assert_array_equal(explicit, first[0])
+    resumed = next(iter(glue.train_dataset(path, 64, 8, False, seed=3, skip_batches=3)))[0]["input_ids"].numpy()
+    np.testing.assert_array_equal(resumed, first[3])
+    # without bucketing: the shuffled order's consecutive examples, each batch padded to its longest
+    fixed = [f["input_ids"].numpy() for f, _ in glue.train_dataset(path, 64, 8, False, seed=3,
+                                                                   dynamic_padding=False).take(5)]
+    assert all(batch.shape == (8, 64) for batch in fixed)
+    unbucketed = list(glue.train_dataset(path, 64, 8, False, seed=3, bucketing=False).take(5))
+    for (features, labels), full in zip(unbucketed, fixed):
+        width = features["input_ids"].shape[1]
+        assert width == features["input_mask"].numpy().sum(axis=1).max() < 64 and labels.shape == (8,)
+        np.testing.assert_array_equal(features["input_ids"].numpy(), full[:, :width])
+    assert sorted(glue.model_inputs({**unbucketed[0][0], "label_ids": unbucketed[0][1]})) == [
+        "input_ids", "input_mask", "segment_ids"]
+
+
 def test_eval_batches_cover_every_example_once(sst2_records):
     features = sst2_records["dev"]
     dataset = glue.eval_dataset(features.path, 64, 16, False, features.num_examples, window_batches=2)
@@ -371,6 +391,8 @@ def test_eval_batches_cover_every_example_once(sst2_records):
         assert lengths.max() == batch["input_mask"].shape[1]
         indices.extend(batch["example_index"].numpy())
     assert sorted(i for i in indices if i >= 0) == list(range(100)) and indices.count(-1) == 12
+    widths = [b["input_ids"].shape[1] for b in glue.eval_dataset(features.path, 64, 16, False, 100)]
+    assert max(widths) < 64  # padded to each batch's longest by default
     static = list(glue.eval_dataset(features.path, 64, 16, False, 100, dynamic_padding=False))
     assert len(static) == 7 and all(b["input_ids"].shape == (16, 64) for b in static)
     last = static[-1]
