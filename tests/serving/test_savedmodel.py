@@ -105,3 +105,20 @@ def test_the_serving_root_keeps_every_weight_once_and_every_function(tmp_path):
     kernels = [name for name in reader.get_variable_to_shape_map() if "kernel" in name]
     assert len({tuple(reader.get_tensor(k).ravel()) for k in kernels}) == 3  # three layers, each saved
     assert len(kernels) == 3  # the shared layer once, however many hold it
+    with pytest.raises(savedmodel.ExportError, match="exists and is not empty; pass --overwrite"):
+        savedmodel.save_module(module, export_dir, {"serving_default": module.total})
+
+
+def test_the_tokenizer_travels_as_an_asset_with_its_casing(tmp_path):
+    from tests.helpers import SPM  # pylint: disable=import-outside-toplevel
+
+    module = tf.Module()
+    info = savedmodel.attach_tokenizer(module, SPM, do_lower_case=0)
+    export_dir = savedmodel.save_module(module, str(tmp_path / "m"), {"tokenization_info": info})
+    loaded = tf.saved_model.load(export_dir)
+    answer = loaded.tokenization_info()
+    assert os.path.basename(answer["vocab_file"].numpy().decode()) == os.path.basename(SPM)
+    assert answer["do_lower_case"].dtype == tf.bool and not answer["do_lower_case"].numpy()
+    assert loaded.do_lower_case.trainable is False
+    with pytest.raises(savedmodel.ExportError, match="^tokenizer file not found: .*nothing.model$"):
+        savedmodel.attach_tokenizer(tf.Module(), str(tmp_path / "nothing.model"), True)
