@@ -9,6 +9,7 @@ import keras_hub
 import numpy as np
 import pytest
 
+from albert_tf import fileio
 from albert_tf.checkpoints import keras_hub_writer, model_arrays
 from albert_tf.checkpoints.errors import CheckpointMismatchError
 from albert_tf.model import AlbertModel, dummy_inputs
@@ -45,6 +46,8 @@ def test_a_classifier_preset_holds_the_head_the_length_and_its_files(arrays, tmp
     assert task.preprocessor.sequence_length == 128  # the smaller of 512 and max_position_embeddings
     with open(os.path.join(output, keras_hub_writer.CONFIG_NAME), encoding="utf-8") as f:
         assert json.load(f) == json.loads(config.to_json_string())
+    with pytest.raises(fileio.OutputError, match=r"cannot write .*cls: it exists already$"):  # kept by default
+        keras_hub_writer.write_preset(output, config, weights, SPM)
     short = keras_hub_writer.write_preset(str(tmp_path / "short"), config, weights, SPM, num_labels=3,
                                           sequence_length=32)
     assert keras_hub.models.AlbertTextClassifier.from_preset(short).preprocessor.sequence_length == 32
