@@ -194,6 +194,16 @@ def test_inferred_labels_read_a_relative_train_file_in_data_dir(tmp_path):
         glue.CsvProcessor(train_file="train.csv", delimiter=",").get_labels()
 
 
+def test_own_files_read_the_first_two_columns_by_default_and_columns_given_as_text(tmp_path):
+    path = _write(str(tmp_path / "t.tsv"), "text\tlabel\tnote\ngood film\tpos\tx\nbad one\tneg\ty\n")
+    examples = glue.CsvProcessor(train_file=path, labels=["neg", "pos"]).get_train_examples(None)
+    assert [(e.text_a, e.label) for e in examples] == [("good film", "pos"), ("bad one", "neg")]
+    plain = _write(str(tmp_path / "p.tsv"), "x\tgood film\tpos\n")
+    spaced = glue.CsvProcessor(train_file=plain, text_a_column=" 1 ", label_column="2 ", header=False,
+                               labels=["neg", "pos"])
+    assert [(e.text_a, e.label) for e in spaced.get_train_examples(None)] == [("good film", "pos")]
+
+
 def test_csv_processor(tmp_path):
     train = _write(str(tmp_path / "train.csv"),
                    'id,review,stars\n1,"Great, really great",10\n2,"He said ""meh""",2\n3,fine,10\n')
