@@ -141,7 +141,8 @@ def test_a_stored_report_is_never_written_over(tmp_path, capsys):
     report = tmp_path / "m.json"
     report.write_text("{}")
     with pytest.raises(SystemExit):
-        mutate.main(["albert_tf/text/common.py", "tests/text", "--report", str(report)])
+        mutate.main(["albert_tf/data/natural_order.py", "tests/data/test_natural_order.py", "--only", "0",
+                     "--report", str(report)])
     assert "m.json exists already; name another with --report" in capsys.readouterr().err
     assert report.read_text() == "{}"
 
@@ -232,6 +233,16 @@ def test_a_later_run_is_matched_by_the_occurrence_of_its_change_before_the_neare
     source = "a = x < 1\nb = y\nc = x < 1\n"
     found = [m for m in mutate.generate_mutants(source) if m.original == "x < 1" and m.operator == "compare"]
     assert [mutate.occurrences(found)[m.id] for m in found] == [0, 1]
+
+
+def test_the_tool_and_the_scores_count_occurrences_alike():
+    """The scores count the occurrences of an older report themselves: the same rule as the tool's records."""
+    with open(os.path.join(REPO, "albert_tf", "data", "glue", "datasets.py"), encoding="utf-8") as f:
+        found = mutate.generate_mutants(f.read())
+    rows = [{"id": m.id, "line": m.line, "col": m.col, "operator": m.operator, "original": m.original,
+             "replacement": m.replacement} for m in found]
+    assert scores.base_occurrences(_report("x.json", "2026-12-04T10:00", rows)) == mutate.occurrences(found)
+    assert max(mutate.occurrences(found).values()) > 0  # some change made more than once
 
 
 def test_a_stopped_run_is_the_base_only_without_a_complete_one_and_scores_what_it_ran():

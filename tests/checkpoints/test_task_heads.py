@@ -7,9 +7,11 @@ import json
 
 import pytest
 
-from albert_tf.checkpoints import CheckpointMismatchError, task_heads
+from albert_tf.checkpoints import CheckpointMismatchError, save_checkpoint, task_heads
 from albert_tf.checkpoints.name_table import pretraining_head_entries
 from albert_tf.errors import UsageError
+from albert_tf.model import AlbertClassifier, AlbertForPretraining, AlbertForSquad, AlbertModel, dummy_inputs
+from tests.helpers import tiny_config
 
 
 def _run(tmp_path, record):
@@ -68,8 +70,6 @@ def test_a_keras_hub_task_preset_is_refused(tmp_path):
 # Which model an input is read into, and the heads never dropped.
 
 def _saved(tmp_path, model, name, fmt="original", record=None):
-    from albert_tf.checkpoints import save_checkpoint  # pylint: disable=import-outside-toplevel
-
     folder = tmp_path / name
     folder.mkdir()
     if record is not None:
@@ -78,17 +78,11 @@ def _saved(tmp_path, model, name, fmt="original", record=None):
 
 
 def _built(model, **inputs):
-    from albert_tf.model import dummy_inputs  # pylint: disable=import-outside-toplevel
-
     model(dummy_inputs(**inputs), training=False)
     return model
 
 
 def test_each_input_is_read_into_the_model_of_its_heads(tmp_path):
-    from albert_tf.model import (AlbertClassifier, AlbertForPretraining, AlbertForSquad,  # pylint: disable=C0415
-                                 AlbertModel)
-    from tests.helpers import tiny_config  # pylint: disable=import-outside-toplevel
-
     config = tiny_config()
     pretrained = _saved(tmp_path, _built(AlbertForPretraining(config), num_predictions=1), "pre")
     model, result = task_heads.load_model(config, pretrained, None, False)
@@ -119,9 +113,6 @@ def test_each_input_is_read_into_the_model_of_its_heads(tmp_path):
 
 
 def test_a_native_squad_checkpoint_is_told_by_its_task_json(tmp_path):
-    from albert_tf.model import AlbertForPretraining, AlbertForSquad  # pylint: disable=import-outside-toplevel
-    from tests.helpers import tiny_config  # pylint: disable=import-outside-toplevel
-
     config = tiny_config()
     squad = _built(AlbertForSquad(config), seq_length=4)
     v1 = _saved(tmp_path, squad, "v1", "native", {"task_name": "squad", "version_2_with_negative": False})

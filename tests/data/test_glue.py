@@ -1,5 +1,6 @@
 """GLUE and CSV readers, the feature cache, and the dynamic-padding pipelines."""
 
+import io
 import os
 import shutil
 
@@ -9,6 +10,7 @@ import tensorflow as tf
 
 from albert_tf import errors
 from albert_tf.data import glue
+from albert_tf.data.glue import cache as feature_cache
 from albert_tf.data.records import read_meta, tokenizer_fingerprint
 from albert_tf.text.tokenization import FullTokenizer, encode_pair
 
@@ -101,8 +103,6 @@ def test_errors(tmp_path):
 
 
 def test_the_first_byte_that_is_not_utf8_is_found_by_line_and_character():
-    import io  # pylint: disable=import-outside-toplevel
-
     find = glue.first_invalid_utf8
     assert find(io.BytesIO("\ufeffab\nc\u00e9d\n".encode())) is None
     assert find(io.BytesIO(b"\xef\xbb\xbfa\xffb")) == (1, 2, 0xFF, "invalid start byte")  # the mark not counted
@@ -287,8 +287,6 @@ def test_features_and_cache_keys(tmp_path, tok):
 
 
 def test_the_cache_records_the_longest_example_and_names_its_file_safely(tmp_path, tok, caplog):
-    from albert_tf.data.glue import cache  # pylint: disable=import-outside-toplevel
-
     processor = glue.get_processor("mrpc")
     with caplog.at_level("INFO"):
         first = glue.cached_features(processor, SAMPLE_GLUE, "dev", tok, 128, str(tmp_path))
@@ -297,7 +295,7 @@ def test_the_cache_records_the_longest_example_and_names_its_file_safely(tmp_pat
     longest = max(int(r["input_mask"].sum()) for r in _records(first.path, 128))
     assert first.max_length == longest < 128
     assert glue.cached_features(processor, SAMPLE_GLUE, "dev", tok, 128, str(tmp_path)).max_length == longest
-    assert cache._safe("my task/v2:é") == "my_task_v2_"  # pylint: disable=protected-access
+    assert feature_cache._safe("my task/v2:é") == "my_task_v2_"  # pylint: disable=protected-access
 
 
 def test_a_processor_without_a_regression_flag_classifies(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.serving import savedmodel
-from tests.helpers import make_files
+from tests.helpers import SPM, make_files
 
 
 def test_what_counts_as_an_export(tmp_path):
@@ -110,8 +110,6 @@ def test_the_serving_root_keeps_every_weight_once_and_every_function(tmp_path):
 
 
 def test_the_tokenizer_travels_as_an_asset_with_its_casing(tmp_path):
-    from tests.helpers import SPM  # pylint: disable=import-outside-toplevel
-
     module = tf.Module()
     info = savedmodel.attach_tokenizer(module, SPM, do_lower_case=0)
     export_dir = savedmodel.save_module(module, str(tmp_path / "m"), {"tokenization_info": info})
