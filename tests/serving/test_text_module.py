@@ -7,7 +7,7 @@ import os
 import pytest
 import tensorflow as tf
 
-from albert_tf.serving.text_module import export_text_preprocessor
+from albert_tf.serving.text_module import TextPreprocessorModule, export_text_preprocessor
 from albert_tf.text.preprocessor import AlbertTextPreprocessor
 from albert_tf.text.tokenization import FullTokenizer, encode_pair
 from tests.helpers import SPM
@@ -46,4 +46,10 @@ def test_the_export_carries_its_tokenizer_file_and_settings(exported):
     assert os.path.basename(info["vocab_file"].numpy().decode()) == os.path.basename(SPM)
     assert bool(info["do_lower_case"].numpy()) is True
     assert int(exported.max_seq_length.numpy()) == 16 and bool(exported.is_sentencepiece.numpy()) is True
-    assert not exported.do_lower_case.trainable
+    assert [v.name for v in (exported.do_lower_case, exported.max_seq_length, exported.is_sentencepiece)
+            if v.trainable] == []
+
+
+def test_the_module_takes_the_name_it_is_given():
+    layer = AlbertTextPreprocessor(spm_model_file=SPM, max_seq_length=16)
+    assert TextPreprocessorModule(layer, name="tokenizer").name == "tokenizer"
