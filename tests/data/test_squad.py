@@ -9,6 +9,7 @@ import collections
 import json
 import logging
 import os
+import random
 import zipfile
 
 import numpy as np
@@ -442,6 +443,35 @@ def test_feature_cache_round_trip_reuse_and_rebuild(tokenizer, tmp_path, caplog)
                           "end_positions", "is_impossible"}
     assert batch["input_ids"].shape == (4, 128) and batch["input_ids"].dtype == tf.int32
     assert train.num_features == sum(1 for _ in tf.data.TFRecordDataset(train_file))
+
+
+def test_training_features_follow_the_originals_shuffle_stream_and_are_keyed_by_its_seed(tokenizer, tmp_path):
+    train_file = str(tmp_path / "train.tf_record")
+    expected, _ = squad.read_examples(SAMPLE_V2, True, None)
+    random.Random(12345).shuffle(expected)  # run_squad_v2.py's seed
+    built = squad.build_or_load_features(SAMPLE_V2, train_file, tokenizer, 128, 64, 32, is_training=True)
+    assert [e.qas_id for e in built.examples] == [e.qas_id for e in expected]
+    assert built.features is None and not built.from_cache
+    conversion = built.conversion
+    assert conversion["examples"] == len(expected) and conversion["features"] == built.num_features
+    assert conversion["positive"] + conversion["negative"] == built.num_features and conversion["negative"] > 0
+    cached = squad.build_or_load_features(SAMPLE_V2, train_file, tokenizer, 128, 64, 32, is_training=True)
+    assert cached.from_cache and cached.features is None and cached.conversion == conversion
+    assert records.read_meta(train_file)["key"]["shuffle_seed"] == 12345
+    reshuffled = squad.build_or_load_features(SAMPLE_V2, train_file, tokenizer, 128, 64, 32, is_training=True,
+                                              shuffle_seed=7)
+    assert not reshuffled.from_cache
+    predict_file = str(tmp_path / "predict.tf_record")
+    squad.build_or_load_features(SAMPLE_V2, predict_file, tokenizer, 128, 64, 32, is_training=False)
+    assert records.read_meta(predict_file)["key"]["shuffle_seed"] is None
+
+
+def test_a_wordpiece_tokenizer_is_refused_before_a_feature_file_is_written(tmp_path):
+    vocab = _write(tmp_path / "vocab.txt", "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b"]) + "\n")
+    feature_file = str(tmp_path / "cache" / "train.tf_record")
+    with pytest.raises(ValueError, match="need a SentencePiece tokenizer"):
+        squad.build_or_load_features(SAMPLE_V2, feature_file, FullTokenizer(vocab_file=vocab), 64, 16, 8, True)
+    assert not os.path.exists(tmp_path / "cache")
 
 
 def test_prediction_dataset_pads_the_last_batch(tokenizer, tmp_path):
