@@ -11,7 +11,7 @@ from albert_tf.checkpoints.errors import CheckpointMismatchError
 from albert_tf.checkpoints.loading import load_checkpoint
 from albert_tf.checkpoints.name_table import pretraining_head_entries, tf1_entries
 from albert_tf.errors import UsageError
-from albert_tf.model import AlbertClassifier, AlbertForPretraining, AlbertForSquad, dummy_inputs
+from albert_tf.model import AlbertClassifier, AlbertForPretraining, AlbertForSquad
 
 
 def _classifier_record(input_checkpoint):
@@ -66,7 +66,6 @@ def load_model(config, source, num_labels, init_from_group0):
     if not _lacks_mlm_head(model, result) or not _has_squad_head(source, result):
         return model, result
     squad = AlbertForSquad(config)
-    squad(dummy_inputs(seq_length=4), training=False)
     squad_result = load_checkpoint(squad, source, init_from_group0=init_from_group0)
     if not squad_result.missing:
         return squad, squad_result

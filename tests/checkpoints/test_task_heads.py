@@ -9,6 +9,7 @@ import pytest
 
 from albert_tf.checkpoints import CheckpointMismatchError, save_checkpoint, task_heads
 from albert_tf.checkpoints.name_table import pretraining_head_entries
+from albert_tf.checkpoints.original import read_tf1, write_tf1
 from albert_tf.errors import UsageError
 from albert_tf.model import AlbertClassifier, AlbertForPretraining, AlbertForSquad, AlbertModel, dummy_inputs
 from tests.helpers import tiny_config
@@ -110,6 +111,18 @@ def test_each_input_is_read_into_the_model_of_its_heads(tmp_path):
                                                       r"bias, answer_class/dense_0/kernel, \.\.\.\) that the "
                                                       r"converter cannot write; it would be dropped"):
         task_heads.refuse_dropped_head(squad_v2, model, result)
+
+
+def test_an_input_with_half_a_squad_head_stays_a_pretraining_read(tmp_path):
+    config = tiny_config()
+    arrays = read_tf1(_saved(tmp_path, _built(AlbertForSquad(config), seq_length=4), "squad"))
+    del arrays["cls/squad/output_bias"]
+    (tmp_path / "partial").mkdir()
+    partial = write_tf1(arrays, str(tmp_path / "partial" / "ckpt-1"))
+    model, result = task_heads.load_model(config, partial, None, False)
+    assert type(model) is AlbertForPretraining and "cls/squad/output_weights" in result.unused
+    with pytest.raises(CheckpointMismatchError, match=r"holds a task head \(cls/squad/output_weights\)"):
+        task_heads.refuse_dropped_head(partial, model, result)
 
 
 def test_a_native_squad_checkpoint_is_told_by_its_task_json(tmp_path):
