@@ -6,6 +6,7 @@ checked against are the raw JSON's and the original's window rule's; it prints t
 """
 
 import collections
+import inspect
 import json
 import logging
 import os
@@ -464,6 +465,28 @@ def test_training_features_follow_the_originals_shuffle_stream_and_are_keyed_by_
     predict_file = str(tmp_path / "predict.tf_record")
     squad.build_or_load_features(SAMPLE_V2, predict_file, tokenizer, 128, 64, 32, is_training=False)
     assert records.read_meta(predict_file)["key"]["shuffle_seed"] is None
+
+
+def test_training_windows_round_trip_through_their_records_with_their_labels(tokenizer):
+    examples, _ = squad.read_examples(SAMPLE_V2, True, None)
+    features = []
+    squad.convert_examples_to_features(examples, tokenizer, 128, 64, 32, True, output_fn=features.append)
+    back = [squad.example_to_feature(squad.feature_to_example(f, True).SerializeToString()) for f in features]
+    assert back == features and {f.is_impossible for f in features} == {True, False}
+
+
+def test_a_resumed_training_stream_skips_the_batches_already_seen(tokenizer, tmp_path):
+    train_file = str(tmp_path / "train.tf_record")
+    squad.build_or_load_features(SAMPLE_V2, train_file, tokenizer, 128, 64, 32, is_training=True)
+
+    def batches(count, **options):
+        dataset = squad.training_dataset(train_file, 128, 2, **options).take(count)
+        return [batch["unique_ids"].numpy().tolist() for batch in dataset]
+
+    first = batches(3)
+    assert first[0] != first[1] and batches(2, skip_batches=1) == first[1:]
+    # The original's input_fn shuffles in a buffer of 100 records.
+    assert inspect.signature(squad.training_dataset).parameters["shuffle_buffer"].default == 100
 
 
 def test_a_wordpiece_tokenizer_is_refused_before_a_feature_file_is_written(tmp_path):
