@@ -510,13 +510,18 @@ def test_prediction_dataset_pads_the_last_batch(tokenizer, tmp_path):
 def test_dynamic_prediction_batches_are_the_windows_cut_to_their_longest(tokenizer, tmp_path):
     feature_file = str(tmp_path / "predict.tf_record")
     built = squad.build_or_load_features(SAMPLE_V2, feature_file, tokenizer, 128, 64, 32, is_training=False)
-    batches = list(squad.prediction_dataset(feature_file, 128, 4, built.num_features, dynamic_padding=True,
-                                            min_length=5, window_batches=2))
+    def batches(min_length):
+        return list(squad.prediction_dataset(feature_file, 128, 4, built.num_features, dynamic_padding=True,
+                                             min_length=min_length, window_batches=2))
+
+    longest = sorted({batch["input_ids"].shape[1] for batch in batches(1)})
+    min_length = longest[len(longest) // 2]  # wider than some batches' windows, narrower than others'
     widths, seen = set(), []
-    for batch in batches:
+    for batch in batches(min_length):
         width = batch["input_ids"].shape[1]
         widths.add(width)
-        assert width == max(5, batch["input_mask"].numpy().sum(axis=1).max())
+        assert width == max(min_length, batch["input_mask"].numpy().sum(axis=1).max())
+        assert batch["example_index"].shape == (4,)
         for row, index in enumerate(batch["example_index"].numpy()):
             if index < 0:
                 continue
@@ -524,7 +529,7 @@ def test_dynamic_prediction_batches_are_the_windows_cut_to_their_longest(tokeniz
             feature = built.features[index]
             for name in squad.SEQUENCE_FEATURES:  # as in the features, p_mask 1 on the padding included
                 np.testing.assert_array_equal(batch[name][row].numpy(), getattr(feature, name)[:width])
-    assert sorted(seen) == list(range(built.num_features)) and len(widths) > 1 and min(widths) < 128
+    assert sorted(seen) == list(range(built.num_features)) and min(widths) == min_length < max(widths)
 
 
 # ------------------------------------------------------------------------------------------------------------------
