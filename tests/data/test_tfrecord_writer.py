@@ -38,6 +38,18 @@ def test_crc32c_rows_equal_the_bitwise_crc(longest):
     assert rows.tolist() == [bitwise_crc32c(m) for m in messages]
 
 
+def test_crc32c_rows_of_no_messages_is_empty():
+    rows = tw.crc32c_rows(np.zeros(0, dtype=np.uint8), [0])
+    assert rows.dtype == np.uint32 and rows.shape == (0,)
+
+
+def test_the_length_constants_grow_one_byte_at_a_time():
+    # A zero byte contributes nothing, so the constant of n bytes is the CRC of n zero bytes.
+    constants = tw._LengthConstants()  # pylint: disable=protected-access
+    for n in range(12):
+        assert int(constants.upto(n)[n]) == bitwise_crc32c(bytes(n))
+
+
 def tf_framed(tmp_path, records):
     path = str(tmp_path / "tf.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
