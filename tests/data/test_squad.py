@@ -85,6 +85,11 @@ def test_zip_files_are_read(tmp_path):
     with zipfile.ZipFile(path, "w") as archive:
         archive.write(SAMPLE_V2, "dev-v2.0-small.json")
     assert len(squad.read_squad_examples(str(path), is_training=False)) == 14
+    bad = tmp_path / "bad.json.zip"
+    with zipfile.ZipFile(bad, "w") as archive:
+        archive.writestr("inner.json", "{not json")
+    with pytest.raises(squad.SquadDataError, match=r"bad\.json\.zip:inner\.json is not valid JSON"):
+        squad.read_squad_examples(str(bad), is_training=False)
 
 
 def test_mismatched_answer_offset_is_warned_counted_and_nothing_else_lost(tmp_path, caplog):
@@ -111,6 +116,21 @@ def test_mismatched_answer_offset_is_warned_counted_and_nothing_else_lost(tmp_pa
     stats = squad.ReadStats()
     assert len(squad.read_squad_examples(path, is_training=False, stats=stats)) == 4
     assert len(stats.offset_mismatches) == 2 and not stats.skipped
+
+
+def test_a_moved_answer_goes_to_its_nearest_occurrence_the_first_on_a_tie(tmp_path):
+    context = "The dog and the dog."  # "dog" at 4 and 16
+    data = _squad((context, [("nearer_second", "Q1?", [("dog", 15)], False), ("tie", "Q2?", [("dog", 10)], False),
+                             ("two_answers", "Q3?", [("The", 0), ("the", 12)], False)]))
+    stats = squad.ReadStats()
+    examples = squad.read_squad_examples(_write(tmp_path / "near.json", data), is_training=True, stats=stats)
+    assert [(e.start_position, e.end_position) for e in examples] == [(16, 18), (4, 6), (0, 2)]
+    assert stats.offsets_repaired == ["nearer_second", "tie"] and stats.extra_answers == 1
+
+
+def test_a_question_read_for_prediction_has_no_answer_position():
+    example = squad.SquadExample("q", "Who sat?", "The cat sat.")
+    assert example.start_position is None and example.end_position is None and not example.is_impossible
 
 
 def test_long_question_is_cut_to_max_query_length_and_the_context_kept(tokenizer, caplog):
