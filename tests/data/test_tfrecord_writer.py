@@ -38,6 +38,12 @@ def test_crc32c_rows_equal_the_bitwise_crc(longest):
     assert rows.tolist() == [bitwise_crc32c(m) for m in messages]
 
 
+def test_crc32c_rows_of_messages_starting_inside_the_buffer():
+    data = np.frombuffer(b"skip me|123456789|abc", dtype=np.uint8)
+    assert tw.crc32c_rows(data, [8, 17, 18, 21]).tolist() == [0xE3069283, bitwise_crc32c(b"|"),
+                                                             bitwise_crc32c(b"abc")]
+
+
 def test_crc32c_rows_of_no_messages_is_empty():
     rows = tw.crc32c_rows(np.zeros(0, dtype=np.uint8), [0])
     assert rows.dtype == np.uint32 and rows.shape == (0,)
