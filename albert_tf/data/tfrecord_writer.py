@@ -159,7 +159,6 @@ def masked_crc32c(data):
 
 
 def _masked(crc):
-    crc = crc.astype(np.uint32)
     return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(_MASK_DELTA)
 
 

@@ -121,11 +121,23 @@ def test_mismatched_answer_offset_is_warned_counted_and_nothing_else_lost(tmp_pa
 def test_a_moved_answer_goes_to_its_nearest_occurrence_the_first_on_a_tie(tmp_path):
     context = "The dog and the dog."  # "dog" at 4 and 16
     data = _squad((context, [("nearer_second", "Q1?", [("dog", 15)], False), ("tie", "Q2?", [("dog", 10)], False),
-                             ("two_answers", "Q3?", [("The", 0), ("the", 12)], False)]))
+                             ("two_answers", "Q3?", [("The", 0), ("the", 12)], False)]),
+                 ("baaab", [("overlapping", "Q4?", [("aa", 3)], False)]))  # "aa" at 1 and 2
     stats = squad.ReadStats()
     examples = squad.read_squad_examples(_write(tmp_path / "near.json", data), is_training=True, stats=stats)
-    assert [(e.start_position, e.end_position) for e in examples] == [(16, 18), (4, 6), (0, 2)]
-    assert stats.offsets_repaired == ["nearer_second", "tie"] and stats.extra_answers == 1
+    assert [(e.start_position, e.end_position) for e in examples] == [(16, 18), (4, 6), (0, 2), (2, 3)]
+    assert stats.offsets_repaired == ["nearer_second", "tie", "overlapping"] and stats.extra_answers == 1
+
+
+def test_numeric_ids_become_strings_and_each_answer_is_checked(tmp_path):
+    data = _squad(("The cat sat.", [(7, "Who sat?", [("The cat", 0)], False)]))
+    assert squad.read_squad_examples(_write(tmp_path / "ids.json", data), is_training=True)[0].qas_id == "7"
+    for field, value, kind in (("text", 3, "str"), ("answer_start", "0", "int")):
+        bad = _squad(("The cat sat.", [("q", "Who sat?", [("The cat", 0)], False)]))
+        bad["data"][0]["paragraphs"][0]["qas"][0]["answers"].append({"text": "cat", "answer_start": 4, field: value})
+        with pytest.raises(squad.SquadDataError, match=rf"qas\[0\] \(id q\)\.answers\[1\]: missing or invalid "
+                                                       rf"'{field}' \(expected {kind}\)"):
+            squad.read_squad_examples(_write(tmp_path / "bad.json", bad), is_training=False)
 
 
 def test_a_question_read_for_prediction_has_no_answer_position():

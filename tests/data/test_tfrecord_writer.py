@@ -1,5 +1,7 @@
 """TFRecord framing without TensorFlow: the bytes are TensorFlow's, and TensorFlow reads them back."""
 
+import struct
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -83,6 +85,16 @@ def test_frames_are_tensorflows_bytes(tmp_path):
         assert f.read() == expected
     assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == records
     assert [frame[12:-4] for frame in tw.read_frames(path)] == records
+
+
+def test_masked_crcs_are_the_ones_tensorflow_stores(tmp_path):
+    records = [b"", b"a", b"123456789", bytes(range(256))]
+    framed, at = tf_framed(tmp_path, records), 0
+    for record in records:
+        stored = struct.unpack("<I", framed[at + 12 + len(record):at + 16 + len(record)])[0]
+        assert tw.masked_crc32c(record) == stored
+        at += 16 + len(record)
+    assert tw.frame_records([]) == tf_framed(tmp_path, []) == b""
 
 
 def test_append_file_continues_the_stream(tmp_path):
