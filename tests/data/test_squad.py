@@ -109,7 +109,9 @@ def test_mismatched_answer_offset_is_warned_counted_and_nothing_else_lost(tmp_pa
     moved = examples[1]
     assert moved.start_position == 24 and context[24:31] == moved.orig_answer_text
     messages = caplog.text
-    assert "answer_start 3 does not point at the answer text 'The dog'" in messages
+    assert "answer_start 3 does not point at the answer text 'The dog' (the context has ' cat sa' there)" in messages
+    assert "answer moved from offset 3 to 24, where its text occurs" in messages
+    assert [e.is_impossible for e in examples] == [False, False, True] and examples[2].start_position == -1
     assert "'The bird' does not occur in the context" in messages
     assert "2 answer offset(s) do not match their text" in messages
     # Reading for prediction keeps every question (the texts are what evaluation uses).
@@ -118,15 +120,18 @@ def test_mismatched_answer_offset_is_warned_counted_and_nothing_else_lost(tmp_pa
     assert len(stats.offset_mismatches) == 2 and not stats.skipped
 
 
-def test_a_moved_answer_goes_to_its_nearest_occurrence_the_first_on_a_tie(tmp_path):
+def test_a_moved_answer_goes_to_its_nearest_occurrence_the_first_on_a_tie(tmp_path, caplog):
     context = "The dog and the dog."  # "dog" at 4 and 16
     data = _squad((context, [("nearer_second", "Q1?", [("dog", 15)], False), ("tie", "Q2?", [("dog", 10)], False),
-                             ("two_answers", "Q3?", [("The", 0), ("the", 12)], False)]),
+                             ("two_answers", "Q3?", [("dog", 16), ("The", 0)], False),
+                             ("both_moved", "Q5?", [("dog", 1), ("and", 2)], False)]),
                  ("baaab", [("overlapping", "Q4?", [("aa", 3)], False)]))  # "aa" at 1 and 2
     stats = squad.ReadStats()
-    examples = squad.read_squad_examples(_write(tmp_path / "near.json", data), is_training=True, stats=stats)
-    assert [(e.start_position, e.end_position) for e in examples] == [(16, 18), (4, 6), (0, 2), (2, 3)]
-    assert stats.offsets_repaired == ["nearer_second", "tie", "overlapping"] and stats.extra_answers == 1
+    with caplog.at_level(logging.WARNING):
+        examples = squad.read_squad_examples(_write(tmp_path / "near.json", data), is_training=True, stats=stats)
+    assert [(e.start_position, e.end_position) for e in examples] == [(16, 18), (4, 6), (16, 18), (4, 6), (2, 3)]
+    assert stats.offsets_repaired == ["nearer_second", "tie", "both_moved", "overlapping"]
+    assert stats.extra_answers == 2 and "answer_start 1 does not point at the answer text 'dog'" in caplog.text
 
 
 def test_numeric_ids_become_strings_and_each_answer_is_checked(tmp_path):

@@ -112,6 +112,21 @@ def test_append_file_continues_the_stream(tmp_path):
     assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == first + second + [b"e"]
 
 
+def test_the_writer_frames_each_full_batch_to_the_file_and_a_closed_writer_takes_no_more(tmp_path):
+    path = tmp_path / "batched.tfrecord"
+    writer = tw.LocalRecordWriter(str(path), batch_records=3)
+    records = [b"one", b"two", b"three", b"four"]
+    for count, record in enumerate(records, 1):
+        writer.write(record)
+        assert path.read_bytes() == tw.frame_records(records[:3] if count >= 3 else [])  # memory stays bounded
+    writer.flush()
+    assert path.read_bytes() == tw.frame_records(records)
+    writer.close()
+    writer.close()  # closing twice is harmless
+    with pytest.raises(ValueError, match="closed file"):
+        writer.write_frame(tw.frame_records([b"late"]))
+
+
 @pytest.mark.parametrize("cut", [3, 12, 60])  # in a checksum, in a header, in a record
 def test_read_frames_rejects_a_truncated_file(tmp_path, cut):
     path = tmp_path / "cut.tfrecord"
