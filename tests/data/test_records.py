@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data import pretraining as pdata
-from albert_tf.data import records
+from albert_tf.data import records, tfrecord_writer
 from albert_tf.errors import DataError
 from tests.helpers import REPO as REPO_ROOT
 from tests.helpers import SPM
@@ -150,3 +150,60 @@ def test_first_record_checks_the_frame_checksums(tmp_path):
         assert path in str(raised.value)
     open(path, "wb").close()
     assert records.first_record(path) is None
+
+
+def test_first_record_refuses_a_short_header_and_a_length_past_the_end(tmp_path):
+    path = tmp_path / "short.tfrecord"
+    path.write_bytes(b"\x00" * 11)
+    with pytest.raises(DataError, match="short.tfrecord is not a TFRecord file \\(truncated header\\)"):
+        records.first_record(str(path))
+    framed = tfrecord_writer.frame_records([b"first record"])  # 12 + 12 + 4 bytes
+    path.write_bytes(framed[:-1])
+    with pytest.raises(DataError, match=r"its first record would be 12 bytes in a file of 27"):
+        records.first_record(str(path))
+
+
+def test_has_records_reads_first_records_until_one_is_found(tmp_path):
+    empty, full = tmp_path / "empty.tfrecord", tmp_path / "full.tfrecord"
+    empty.write_bytes(b"")
+    full.write_bytes(tfrecord_writer.frame_records([b"x"]))
+    assert records.has_records([str(empty), str(full)]) is True
+    assert records.has_records([str(empty)]) is False
+
+
+def _example(seq, pred, **overrides):
+    """A serialized pretraining record of the right lengths, less `overrides` (name -> list of values)."""
+    values = {name: [0] * seq for name in records.INT_FEATURES_SEQ}
+    values.update({name: [0] * pred for name in records.INT_FEATURES_PRED})
+    values.update(masked_lm_weights=[1.0] * pred, next_sentence_labels=[0])
+    values.update(overrides)
+    example = tf.train.Example()
+    for name, value in values.items():
+        kind = example.features.feature[name]
+        (kind.float_list if name == "masked_lm_weights" else kind.int64_list).value.extend(value)
+    return example.SerializeToString()
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("masked_lm_weights", [1.0] * 3, r"'masked_lm_weights' has length 3 but the reader expects 10 "
+                                     r"\(max_predictions_per_seq=10"),
+    ("next_sentence_labels", [0, 1], r"'next_sentence_labels' has length 2 but the reader expects 1$"),
+])
+def test_each_features_length_is_checked(tmp_path, name, value, message):
+    path = tmp_path / "bad.tfrecord"
+    path.write_bytes(tfrecord_writer.frame_records([_example(SEQ, PRED, **{name: value})]))
+    with pytest.raises(DataError, match=message):
+        records.check_record_lengths([str(path)], SEQ, PRED)
+    path.write_bytes(tfrecord_writer.frame_records([_example(SEQ, PRED)]))
+    records.check_record_lengths([str(path)], SEQ, PRED)  # the right lengths pass
+
+
+def test_the_first_256_files_are_checked(tmp_path):
+    for i in range(256):
+        (tmp_path / f"part-{i:03d}.tfrecord").write_bytes(b"")  # empty files pass the check
+    bad = tfrecord_writer.frame_records([_example(SEQ, PRED, next_sentence_labels=[0, 1])])
+    (tmp_path / "part-256.tfrecord").write_bytes(bad)
+    records.pretraining_dataset(str(tmp_path / "part-*.tfrecord"), SEQ, PRED, 4, is_training=False)
+    (tmp_path / "part-255.tfrecord").write_bytes(bad)
+    with pytest.raises(DataError, match="part-255.tfrecord: feature 'next_sentence_labels'"):
+        records.pretraining_dataset(str(tmp_path / "part-*.tfrecord"), SEQ, PRED, 4, is_training=False)
