@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from albert_tf.data import records, squad
+from albert_tf.errors import UsageError
 from albert_tf.evaluation import squad as squad_evaluation
 from albert_tf.evaluation import squad_postprocessing as post
 from albert_tf.text.tokenization import FullTokenizer, preprocess_text
@@ -399,6 +400,22 @@ def test_max_context_owner_is_the_first_best_window_on_random_layouts():
             assert [squad.is_max_context(spans, i, position) for i in range(len(spans))] == [
                 i == best for i in range(len(spans))], (spans, position)
     assert ties > 100  # the layouts do hold ties, where first and last differ
+
+
+def test_length_settings_leave_room_for_context_as_the_originals_check():
+    squad.check_lengths(20, 16, doc_stride=1)  # [CLS] 16 question pieces [SEP] 1 context piece [SEP]
+    with pytest.raises(UsageError, match=r"max_seq_length \(19\) must be greater than max_query_length \(16\) \+ 3"):
+        squad.check_lengths(19, 16)
+    with pytest.raises(UsageError, match=r"doc_stride must be at least 1, got 0"):
+        squad.check_lengths(64, 16, doc_stride=0)
+
+
+def test_windows_are_numbered_from_the_originals_first_id_and_none_is_impossible_for_prediction(tokenizer):
+    example = squad.SquadExample("q", "Which token?", " ".join(f"token{i}" for i in range(40)))
+    features = squad.convert_examples_to_features([example], tokenizer, 48, 16, 16, False)
+    assert [f.unique_id for f in features] == list(range(1000000000, 1000000000 + len(features)))
+    assert len(features) > 1 and not any(f.is_impossible for f in features)
+    assert squad.doc_spans_for(0, 10, 4) == []  # a context of no pieces has no window, as the original's loop
 
 
 def test_window_layout_p_mask_and_max_context(tokenizer):
