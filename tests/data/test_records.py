@@ -7,8 +7,9 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data import pretraining as pdata
-from albert_tf.data import records, tfrecord_writer
+from albert_tf.data import masking, records, tfrecord_writer
 from albert_tf.errors import DataError
+from albert_tf.text.tokenization import FullTokenizer
 from tests.helpers import REPO as REPO_ROOT
 from tests.helpers import SPM
 
@@ -68,11 +69,14 @@ def test_training_dataset_repeats_and_is_reproducible_with_seed(record_files):
     batch = 16
     steps = 2 * count // batch + 3  # more than one epoch: it repeats
 
-    def take(seed):
-        dataset = records.pretraining_dataset(paths, SEQ, PRED, batch_size=batch, is_training=True, seed=seed)
+    def take(seed, **options):
+        dataset = records.pretraining_dataset(paths, SEQ, PRED, batch_size=batch, is_training=True, seed=seed,
+                                              **options)
         return [b["input_ids"].numpy() for b in dataset.take(steps)]
 
     first, second, other = take(5), take(5), take(6)
+    resumed = take(5, skip_batches=2)  # a resumed run skips the batches already seen, and only those
+    assert all((a == b).all() for a, b in zip(first[2:], resumed))
     assert len(first) == steps and all(b.shape == (batch, SEQ) for b in first)
     assert all((a == b).all() for a, b in zip(first, second))
     assert any((a != b).any() for a, b in zip(first, other))
@@ -207,3 +211,19 @@ def test_the_first_256_files_are_checked(tmp_path):
     (tmp_path / "part-255.tfrecord").write_bytes(bad)
     with pytest.raises(DataError, match="part-255.tfrecord: feature 'next_sentence_labels'"):
         records.pretraining_dataset(str(tmp_path / "part-*.tfrecord"), SEQ, PRED, 4, is_training=False)
+
+
+def test_online_masking_is_for_seeded_training_on_at_most_its_files(record_files, monkeypatch, tmp_path):
+    paths, _ = record_files
+    config = masking.MaskingConfig.from_tokenizer(FullTokenizer(spm_model_file=SPM), 0.15, PRED)
+    for is_training, seed in ((False, 1), (True, None)):
+        with pytest.raises(ValueError, match="online masking is for training with a seed"):
+            records.pretraining_dataset(paths, SEQ, PRED, 4, is_training=is_training, seed=seed, masking=config)
+    assert 2**62 + (records.MAX_MASKED_FILES << 40) == 2**63  # the first file index whose keys overflow int64
+    monkeypatch.setattr(records, "MAX_MASKED_FILES", 2)
+    batch = next(iter(records.pretraining_dataset(paths, SEQ, PRED, 4, is_training=True, seed=1, masking=config)))
+    assert batch["masked_lm_ids"].shape == (4, PRED)
+    third = tmp_path / "part-2.tfrecord"
+    third.write_bytes(open(paths[0], "rb").read())
+    with pytest.raises(DataError, match=r"at most 2 files, got 3"):
+        records.pretraining_dataset(paths + [str(third)], SEQ, PRED, 4, is_training=True, seed=1, masking=config)
