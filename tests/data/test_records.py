@@ -1,5 +1,6 @@
 """The pretraining record spec and the tf.data reader, on records written by albert_tf.pretraining_data."""
 
+import inspect
 import os
 
 import numpy as np
@@ -42,6 +43,8 @@ def test_feature_spec_matches_original_reader():
     assert {k: v.shape[0] for k, v in spec.items()} == expected
     assert all(isinstance(v, tf.io.FixedLenFeature) for v in spec.values())
     assert spec["masked_lm_weights"].dtype == tf.float32
+    # The original's input_fn reads min(num_cpu_threads, files) files at once, num_cpu_threads=4 by default.
+    assert inspect.signature(records.pretraining_dataset).parameters["num_cpu_threads"].default == 4
     assert all(v.dtype == tf.int64 for k, v in spec.items() if k != "masked_lm_weights")
 
 
