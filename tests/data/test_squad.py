@@ -168,6 +168,13 @@ def test_long_question_is_cut_to_max_query_length_and_the_context_kept(tokenizer
     assert len(covered) == len(pieces)  # every context piece is in some window
     with pytest.raises(ValueError, match=r"max_seq_length \(64\) must be greater than max_query_length \(64\) \+ 3"):
         squad.convert_examples_to_features([example], tokenizer, 64, 16, 64, False)
+    # A question of exactly max_query_length pieces is whole; the alignment is kept in the cache given.
+    exact = squad.SquadExample("exact", "what is the answer?", context)
+    length, stats, cache = len(tokenizer.tokenize(exact.question_text)), squad.ConversionStats(), {}
+    features = squad.convert_examples_to_features([exact], tokenizer, 48, 16, length, False, stats=stats,
+                                                  alignment_cache=cache)
+    assert not stats.truncated_questions and features[0].doc_offset == length + 2
+    assert list(cache) == [context] and isinstance(cache[context], squad.ContextAlignment)
 
 
 def test_a_context_without_alignment_is_counted_not_raised(tokenizer):
