@@ -171,7 +171,7 @@ def test_long_question_is_cut_to_max_query_length_and_the_context_kept(tokenizer
     # A question of exactly max_query_length pieces is whole; the alignment is kept in the cache given.
     exact = squad.SquadExample("exact", "what is the answer?", context)
     length, stats, cache = len(tokenizer.tokenize(exact.question_text)), squad.ConversionStats(), {}
-    features = squad.convert_examples_to_features([exact], tokenizer, 48, 16, length, False, stats=stats,
+    features = squad.convert_examples_to_features([exact], tokenizer, 48, 16, length, False, stats=stats, log_every=0,
                                                   alignment_cache=cache)
     assert not stats.truncated_questions and features[0].doc_offset == length + 2
     assert list(cache) == [context] and isinstance(cache[context], squad.ContextAlignment)

@@ -139,6 +139,7 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
       is_training: set `start_position`/`end_position`/`is_impossible` on the windows.
       output_fn: called with each `InputFeatures`; if None, the features are returned as a list.
       stats: an optional `ConversionStats` filled in place.
+      log_every: a progress line every this many examples (0: none).
       alignment_cache: an optional dict {context: `ContextAlignment`} to share alignments between calls (by
         default the last `ALIGNMENT_CACHE_SIZE` contexts are kept during the call).
     Returns:
