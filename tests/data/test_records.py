@@ -88,6 +88,24 @@ def test_training_dataset_repeats_and_is_reproducible_with_seed(record_files):
     assert (first[0] != in_order.numpy()).any()
 
 
+def test_training_shuffles_records_and_only_a_seed_fixes_their_order(record_files):
+    paths, count = record_files
+    one = paths[:1]
+    in_order = next(iter(records.pretraining_dataset(one, SEQ, PRED, 16, is_training=False)))["input_ids"].numpy()
+
+    def first_batches(dataset):  # each call opens a new iterator
+        return [b["input_ids"].numpy() for b in dataset.take(3)]
+
+    seeded = records.pretraining_dataset(one, SEQ, PRED, 16, is_training=True, seed=3)
+    a, b = first_batches(seeded), first_batches(seeded)
+    assert all((x == y).all() for x, y in zip(a, b)) and (a[0] != in_order).any()
+    unseeded = records.pretraining_dataset(one, SEQ, PRED, 16, is_training=True)
+    c, d = first_batches(unseeded), first_batches(unseeded)
+    assert (c[0] != in_order).any() and any((x != y).any() for x, y in zip(c, d))
+    steps = count // 16 + 3  # past the end of the file: it repeats
+    assert sum(1 for _ in unseeded.take(steps)) == steps
+
+
 @pytest.mark.parametrize("use_both_files", [True, False])
 def test_input_context_gives_disjoint_shares(record_files, use_both_files):
     paths, _ = record_files
