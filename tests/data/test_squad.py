@@ -11,12 +11,14 @@ import json
 import logging
 import os
 import random
+import re
 import zipfile
 
 import numpy as np
 import pytest
 
 from albert_tf.data import records, squad
+from albert_tf.data.squad import windows
 from albert_tf.errors import UsageError
 from albert_tf.evaluation import squad as squad_evaluation
 from albert_tf.evaluation import squad_postprocessing as post
@@ -177,13 +179,66 @@ def test_long_question_is_cut_to_max_query_length_and_the_context_kept(tokenizer
     assert list(cache) == [context] and isinstance(cache[context], squad.ContextAlignment)
 
 
-def test_a_context_without_alignment_is_counted_not_raised(tokenizer):
+def test_a_context_without_alignment_is_counted_not_raised(tokenizer, caplog):
     with pytest.raises(squad.AlignmentError, match="the context is empty"):
         squad.align_context("", [], True)
     stats = squad.ConversionStats()
     empty = squad.SquadExample(qas_id="q1", question_text="what?", paragraph_text="")
-    assert squad.convert_examples_to_features([empty], tokenizer, 64, 16, 8, False, stats=stats) == []
-    assert stats.alignment_failures == ["q1"]
+    for is_training, outcome in ((False, 'it is answered ""'), (True, "skipped for training")):
+        stats = squad.ConversionStats()
+        with caplog.at_level(logging.WARNING):
+            assert squad.convert_examples_to_features([empty], tokenizer, 64, 16, 8, is_training, stats=stats) == []
+        assert stats.alignment_failures == ["q1"] and f"Question q1: the context is empty; {outcome}" in caplog.text
+
+
+class _Mistokenizing:
+    """The tokenizer given, except that each context in `pieces_of` is tokenized as another text."""
+
+    def __init__(self, tokenizer, pieces_of):
+        self._tokenizer, self._pieces_of = tokenizer, pieces_of
+
+    def __getattr__(self, name):
+        return getattr(self._tokenizer, name)
+
+    def tokenize(self, text):
+        return self._tokenizer.tokenize(self._pieces_of.get(text, text))
+
+
+def test_contexts_aligned_poorly_or_only_far_off_the_diagonal_are_counted(tokenizer, caplog):
+    first = ("the quick brown fox jumps over the lazy dog while seven wizards quietly hex the jolly king and then "
+             "they all go home to sleep")
+    last = "zebra yak zebra yak ox"
+    wide, poor = first + " " + last, "The cat sat on the mat."
+    mistokenizing = _Mistokenizing(tokenizer, {wide: last + " " + first,  # aligned only 23 characters off
+                                               poor: "completely different words appear in this string"})
+    examples = [squad.SquadExample("wide", "Who?", wide, "quick brown", 4, False),
+                squad.SquadExample("poor", "Who?", poor, "cat", 4, False)]
+    for is_training, kept in ((True, {"wide"}), (False, {"wide", "poor"})):
+        stats = squad.ConversionStats()
+        with caplog.at_level(logging.WARNING):
+            features = squad.convert_examples_to_features(examples, mistokenizing, 64, 32, 16, is_training,
+                                                          stats=stats)
+        assert stats.alignment_failures == ["poor"] and stats.wide_alignments == ["wide"]
+        assert {examples[f.example_index].qas_id for f in features} == kept
+    assert re.search(r"Question poor: only \d+ of 23 context characters align to the pieces", caplog.text)
+
+
+def test_the_last_contexts_alignments_are_reused_the_least_recent_dropped(tokenizer, monkeypatch):
+    aligned = []
+
+    def counting(paragraph_text, *args):
+        aligned.append(paragraph_text)
+        return squad.align_context(paragraph_text, *args)
+
+    monkeypatch.setattr(windows, "align_context", counting)
+    monkeypatch.setattr(windows, "ALIGNMENT_CACHE_SIZE", 2)
+    examples = [squad.SquadExample(c, "Who?", f"{c} sat on the mat.") for c in "ABACAB"]
+    squad.convert_examples_to_features(examples, tokenizer, 64, 32, 16, False)
+    assert [text[0] for text in aligned] == ["A", "B", "C", "B"]  # B was the least recently used when C came
+    aligned.clear()
+    cache = {}
+    squad.convert_examples_to_features(examples, tokenizer, 64, 32, 16, False, alignment_cache=cache)
+    assert [text[0] for text in aligned] == ["A", "B", "C"] and len(cache) == 3  # a cache given keeps everything
 
 
 def test_wordpiece_tokenizer_is_refused_with_a_clear_message(tmp_path):

@@ -192,11 +192,9 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
         elif alignment.band_width > max(len(example.paragraph_text), 1):
             stats.wide_alignments.append(example.qas_id)
 
-        tok_start_position = tok_end_position = None
-        if is_training and example.is_impossible:
-            tok_start_position = tok_end_position = 0
-        elif is_training:
-            tok_start_position, tok_end_position = alignment.token_span(example.start_position, example.end_position)
+        answer = None  # the answer's first and last piece, for a training question that has one
+        if is_training and not example.is_impossible:
+            answer = alignment.token_span(example.start_position, example.end_position)
 
         if alignment.piece_ids is None:
             alignment.piece_ids = tokenizer.convert_tokens_to_ids(alignment.pieces)
@@ -223,11 +221,11 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
 
             start_position = end_position = None
             span_is_impossible = bool(example.is_impossible) if is_training else False
-            if is_training and not span_is_impossible:
+            if answer is not None:
                 span_end = span_start + span_length - 1
-                if tok_start_position >= span_start and tok_end_position <= span_end:
-                    start_position = tok_start_position - span_start + doc_offset
-                    end_position = tok_end_position - span_start + doc_offset
+                if answer[0] >= span_start and answer[1] <= span_end:
+                    start_position = answer[0] - span_start + doc_offset
+                    end_position = answer[1] - span_start + doc_offset
                 else:
                     span_is_impossible = True
             if is_training and span_is_impossible:
