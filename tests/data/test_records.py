@@ -248,3 +248,59 @@ def test_online_masking_is_for_seeded_training_on_at_most_its_files(record_files
     third.write_bytes(open(paths[0], "rb").read())
     with pytest.raises(DataError, match=r"at most 2 files, got 3"):
         records.pretraining_dataset(paths + [str(third)], SEQ, PRED, 4, is_training=True, seed=1, masking=config)
+
+
+def _windows(lengths, width=8):
+    """A dataset of feature dicts whose `input_mask` has `lengths[i]` ones, `input_ids` 1..length then zeros."""
+    ids = np.array([[k + 1 if k < n else 0 for k in range(width)] for n in lengths], np.int32)
+    return tf.data.Dataset.from_tensor_slices({"input_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+                                               "label": np.arange(len(lengths), dtype=np.int32)})
+
+
+def test_ordered_batches_pad_the_stream_to_full_batches_and_number_every_example():
+    lengths = [3, 8, 1, 5, 2, 7, 4, 6, 2, 3]
+    batches = records.ordered_batches(_windows(lengths + [5]), 10, 4)  # the eleventh is past num_examples
+    assert batches.cardinality().numpy() == 3
+    batches = list(batches)
+    index = np.concatenate([b["example_index"].numpy() for b in batches])
+    assert index.tolist() == list(range(10)) + [-1, -1]
+    labels = np.concatenate([b["label"].numpy() for b in batches])
+    assert labels[:10].tolist() == list(range(10)) and labels[10:].tolist() == [0, 0]
+    assert not np.concatenate([b["input_ids"].numpy() for b in batches])[10:].any()  # padding examples are zeros
+    context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2)
+    share = list(records.ordered_batches(_windows(lengths), 10, 4, input_context=context))
+    assert [b["example_index"].numpy().tolist() for b in share] == [[1, 3], [5, 7], [9, -1]]
+
+
+def test_dynamic_ordered_batches_sort_within_windows_and_cut_to_the_longest():
+    lengths = [3, 8, 1, 5, 2, 7, 4, 6, 2, 3]
+    batches = list(records.ordered_batches(_windows(lengths), 10, 2, dynamic_padding=True,
+                                           sequence_features=("input_ids", "input_mask"), sort_window_batches=2))
+    got = [b["example_index"].numpy().tolist() for b in batches]
+    # Windows of 4 examples, each sorted by length (stably), then cut into batches of 2.
+    assert got == [[2, 0], [3, 1], [4, 6], [7, 5], [8, 9]]
+    assert [b["input_ids"].shape[1] for b in batches] == [3, 8, 4, 7, 3]
+    for batch in batches:
+        for row, i in zip(batch["input_ids"].numpy(), batch["example_index"].numpy()):
+            assert row.tolist() == [k + 1 if k < lengths[i] else 0 for k in range(len(row))]
+
+
+def test_shuffled_passes_reshuffle_each_pass_alike_for_every_iterator():
+    passes = records.shuffled_passes(tf.data.Dataset.range(50), seed=7, shuffle_buffer=50)
+    first = [int(x) for x in passes.take(100)]
+    assert first == [int(x) for x in passes.take(100)]  # a second iterator: the same stream
+    assert sorted(first[:50]) == sorted(first[50:]) == list(range(50)) and first[:50] != first[50:]
+    other = [int(x) for x in records.shuffled_passes(tf.data.Dataset.range(50), 8, 50).take(50)]
+    assert other != first[:50]
+    unseeded = records.shuffled_passes(tf.data.Dataset.range(50), None, 50)
+    a, b = [int(x) for x in unseeded.take(100)], [int(x) for x in unseeded.take(100)]
+    assert sorted(a[50:]) == list(range(50)) and a != b
+
+
+def test_shard_for_gives_each_pipeline_every_nth_record():
+    records_ds = tf.data.Dataset.range(7)
+    assert list(records.shard_for(records_ds, None).as_numpy_iterator()) == list(range(7))
+    one = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=1)
+    assert list(records.shard_for(records_ds, one).as_numpy_iterator()) == list(range(7))
+    second = tf.distribute.InputContext(num_input_pipelines=3, input_pipeline_id=1, num_replicas_in_sync=3)
+    assert list(records.shard_for(records_ds, second).as_numpy_iterator()) == [1, 4]
