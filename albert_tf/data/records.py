@@ -23,7 +23,6 @@ pipeline it reads the first record of the input files and checks the feature len
 import dataclasses
 import json
 import logging
-import os
 import struct
 
 import tensorflow as tf
@@ -395,10 +394,7 @@ def cached_records(path, key_parts, write_records, what=None):
         logging.warning("%s was written from other data or settings; rebuilding it", path)
     if tf.io.gfile.exists(path + ".json"):
         tf.io.gfile.remove(path + ".json")
-    directory = os.path.dirname(path)
-    if directory:
-        tf.io.gfile.makedirs(directory)
-    with fileio.atomic_path(path, what) as tmp:
+    with fileio.atomic_path(path, what) as tmp:  # makes the folder
         with tf.io.TFRecordWriter(tmp) as writer:
             counter = _CountingWriter(writer)
             extra = write_records(counter) or {}

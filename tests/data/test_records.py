@@ -1,6 +1,7 @@
 """The pretraining record spec and the tf.data reader, on records written by albert_tf.pretraining_data."""
 
 import inspect
+import logging
 import os
 
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data import pretraining as pdata
+from albert_tf import fileio
 from albert_tf.data import masking, records, tfrecord_writer
 from albert_tf.errors import DataError
 from albert_tf.text.tokenization import FullTokenizer
@@ -304,3 +306,73 @@ def test_shard_for_gives_each_pipeline_every_nth_record():
     assert list(records.shard_for(records_ds, one).as_numpy_iterator()) == list(range(7))
     second = tf.distribute.InputContext(num_input_pipelines=3, input_pipeline_id=1, num_replicas_in_sync=3)
     assert list(records.shard_for(records_ds, second).as_numpy_iterator()) == [1, 4]
+
+
+def test_cached_records_are_written_once_reused_and_rebuilt_when_their_key_changes(tmp_path, caplog):
+    path = str(tmp_path / "cache" / "train.tf_record")
+    calls = []
+
+    def write(values, extra=None):
+        def write_records(writer):
+            calls.append(values)
+            for value in values:
+                writer.write(records.bytes_feature(value).SerializeToString())
+            return extra
+        return write_records
+
+    with caplog.at_level(logging.INFO):
+        built = records.cached_records(path, {"version": 1}, write(["a", "b", "c"], {"conversion": {"kept": 3}}))
+    assert "rebuilding" not in caplog.text and f"Wrote 3 records to {path}" in caplog.text
+    assert (built.path, built.num_records, built.written) == (path, 3, True)
+    assert sorted(os.listdir(tmp_path / "cache")) == ["train.tf_record", "train.tf_record.json"]
+    assert records.read_meta(path) == built.meta == {"fingerprint": built.meta["fingerprint"], "num_records": 3,
+                                                     "key": {"version": 1}, "conversion": {"kept": 3}}
+    with caplog.at_level(logging.INFO):
+        reused = records.cached_records(path, {"version": 1}, write(["x"]))
+    assert (reused.num_records, reused.written, reused.meta) == (3, False, built.meta) and len(calls) == 1
+    assert "Reusing " + path + " (3 records)" in caplog.text
+    with caplog.at_level(logging.WARNING):
+        rebuilt = records.cached_records(path, {"version": 2}, write(["x"]))
+    assert "was written from other data or settings; rebuilding it" in caplog.text
+    assert (rebuilt.num_records, rebuilt.written) == (1, True) and records.read_meta(path)["key"] == {"version": 2}
+    assert [tf.train.Feature.FromString(r.numpy()).bytes_list.value[0] for r in tf.data.TFRecordDataset(path)] == \
+        [b"x"]
+    os.remove(path + ".json")  # records without their description (a killed run) are not trusted
+    assert records.read_meta(path) is None
+    assert records.cached_records(path, {"version": 2}, write(["y", "z"])).num_records == 2
+    with open(path + ".json", "w", encoding="utf-8") as f:
+        f.write("{not json")
+    assert records.read_meta(path) is None and records.cached_records(path, {"version": 2}, write(["y"])).written
+
+
+def test_a_rebuild_killed_before_its_description_leaves_no_cache_for_either_key(tmp_path, monkeypatch):
+    path = str(tmp_path / "train.tf_record")
+
+    def one_record(writer):
+        writer.write(b"record")
+
+    records.cached_records(path, {"version": 1}, one_record)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fileio, "write_json", killed)
+    with pytest.raises(KeyboardInterrupt):
+        records.cached_records(path, {"version": 2}, one_record)  # the records replaced, the description not
+    monkeypatch.undo()
+    assert records.read_meta(path) is None
+    assert records.cached_records(path, {"version": 1}, one_record).written  # not the version 2 records reused
+
+
+def test_unreadable_file_names_the_first_damaged_file_with_tensorflows_reason(tmp_path):
+    good, bad = tmp_path / "good.tfrecord", tmp_path / "bad.tfrecord"
+    good.write_bytes(tfrecord_writer.frame_records([b"a", b"b"]))
+    bad.write_bytes(tfrecord_writer.frame_records([b"a", b"bbbb"])[:-3])
+    assert records.unreadable_file([str(good)]) == (None, None)
+    path, reason = records.unreadable_file([str(good), str(bad), str(bad)])
+    assert path == str(bad) and reason and "\n" not in reason
+
+
+def test_int64_features_hold_python_ints():
+    assert list(records.int64_feature(np.array([3, -1], np.int64)).int64_list.value) == [3, -1]
+    assert list(records.bytes_feature("é").bytes_list.value) == ["é".encode("utf-8")]
