@@ -285,6 +285,11 @@ def test_dynamic_ordered_batches_sort_within_windows_and_cut_to_the_longest():
     for batch in batches:
         for row, i in zip(batch["input_ids"].numpy(), batch["example_index"].numpy()):
             assert row.tolist() == [k + 1 if k < lengths[i] else 0 for k in range(len(row))]
+    # A window of one batch sorts within the batch; a batch of one-piece examples is one position wide.
+    single = list(records.ordered_batches(_windows([4, 1, 1, 1]), 4, 2, dynamic_padding=True,
+                                          sequence_features=("input_ids", "input_mask"), sort_window_batches=1))
+    assert [b["example_index"].numpy().tolist() for b in single] == [[1, 0], [2, 3]]
+    assert [b["input_ids"].shape[1] for b in single] == [4, 1]
 
 
 def test_shuffled_passes_reshuffle_each_pass_alike_for_every_iterator():
