@@ -220,7 +220,12 @@ def test_contexts_aligned_poorly_or_only_far_off_the_diagonal_are_counted(tokeni
                                                           stats=stats)
         assert stats.alignment_failures == ["poor"] and stats.wide_alignments == ["wide"]
         assert {examples[f.example_index].qas_id for f in features} == kept
+    assert "1 question(s) whose context could not be aligned: poor" in caplog.text
     assert re.search(r"Question poor: only \d+ of 23 context characters align to the pieces", caplog.text)
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        squad.convert_examples_to_features(examples[:1], tokenizer, 64, 32, 16, False)
+    assert "could not be aligned" not in caplog.text and "1 examples -> " in caplog.text
 
 
 def test_the_last_contexts_alignments_are_reused_the_least_recent_dropped(tokenizer, monkeypatch):
@@ -514,6 +519,22 @@ def test_window_layout_p_mask_and_max_context(tokenizer):
         last = f.tok_end_to_orig_index[f.end_position - f.doc_offset]
         assert context[first:last + 1].strip() == "token8"  # a piece's word-boundary mark covers the space
     assert 1 <= sum(not f.is_impossible for f in features) < len(features)
+
+
+def test_a_window_holds_the_answer_only_when_it_holds_its_last_piece(tokenizer):
+    context = " ".join(f"token{i}" for i in range(12))
+    pieces = tokenizer.tokenize(context)
+    word_ends = [i for i in range(len(pieces)) if i + 1 == len(pieces) or pieces[i + 1].startswith("\u2581")]
+    last, question = word_ends[8], "Which?"  # "token8" ends at piece `last`
+    example = squad.SquadExample("q", question, context, "token8", context.index("token8"), False)
+    stats = squad.ConversionStats()
+    # The first window holds pieces 0 .. last - 1: the answer less its last piece.
+    max_seq_length = last + len(tokenizer.tokenize(question)) + 3
+    features = squad.convert_examples_to_features([example], tokenizer, max_seq_length, 2, 16, True, stats=stats)
+    assert features[0].is_impossible and (features[0].start_position, features[0].end_position) == (0, 0)
+    assert not features[1].is_impossible
+    assert (stats.negative, stats.positive) == (sum(f.is_impossible for f in features),
+                                                sum(not f.is_impossible for f in features))
 
 
 def test_v2_impossible_questions_point_at_cls(tokenizer):
