@@ -470,7 +470,7 @@ def test_max_context_owner_is_the_first_best_window_on_random_layouts():
 
 
 def test_length_settings_leave_room_for_context_as_the_originals_check():
-    squad.check_lengths(20, 16, doc_stride=1)  # [CLS] 16 question pieces [SEP] 1 context piece [SEP]
+    squad.check_lengths(20, 16)  # [CLS] 16 question pieces [SEP] 1 context piece [SEP]; doc_stride 1
     with pytest.raises(UsageError, match=r"max_seq_length \(19\) must be greater than max_query_length \(16\) \+ 3"):
         squad.check_lengths(19, 16)
     with pytest.raises(UsageError, match=r"doc_stride must be at least 1, got 0"):
