@@ -2,6 +2,7 @@
 model that trains, resumes, evaluates, predicts and exports end to end."""
 
 import json
+import logging
 import os
 
 import numpy as np
@@ -108,7 +109,7 @@ def test_natural_file_order(tmp_path):
     assert ids == ["middle1.txt-0", "middle2.txt-0", "middle10.txt-0"]
 
 
-def test_all_txt_variant(tmp_path):
+def test_all_txt_variant(tmp_path, caplog):
     """A directory whose files are concatenated into all.txt (one article per line) reads the same; the
     per-article files beside an all.txt are not read a second time."""
     articles = [_article(f"high{n}.txt", [f"question {n}?", "b _ c"], [["a", "b", "c", "d"]] * 2, ["C", "A"])
@@ -132,6 +133,17 @@ def test_all_txt_variant(tmp_path):
         got = race.read_race(root, "dev")
         assert [(e.question_id, e.question, e.options, e.label) for e in got] == \
                [(e.question_id, e.question, e.options, e.label) for e in expected]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        race.level_files(os.path.join(combined, "RACE", "dev", "high"))
+        assert "other .txt files" not in caplog.text  # all.txt alone: nothing skipped
+        race.level_files(os.path.join(both, "RACE", "dev", "high"))
+    assert "reading only all.txt (one article per line); the 3 other .txt files beside it" in caplog.text
+
+
+def test_both_levels_are_read_unless_one_is_chosen():
+    assert race.levels_to_read() == ("middle", "high")
+    assert race.levels_to_read(high_only=True) == ("high",) and race.levels_to_read(middle_only=True) == ("middle",)
 
 
 def test_malformed_json_names_the_file(tmp_path):
