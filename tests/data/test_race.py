@@ -175,6 +175,12 @@ def test_non_utf8_file_names_the_file(tmp_path):
     ({"id": "x", "article": "t", "questions": ["q", "r"], "options": [["a", "b", "c", "d"]], "answers": ["A"]},
      "same length"),
     (["not", "an", "object"], "expected a JSON object"),
+    ({"id": "x", "article": "t", "questions": ["q"], "options": [["a", "b", "c", "d"]], "answers": "A"},
+     r"'answers' must be a list with one letter per question \(1\)"),
+    ({"id": "x", "article": "t", "questions": ["q"], "options": [["a", "b", "c", "d"]], "answers": ["A", "B"]},
+     r"'answers' must be a list with one letter per question \(1\)"),
+    ({"id": "x", "article": "t", "questions": ["q"], "options": ["a, b, c, d"], "answers": ["A"]},
+     "question 0 has 0 options"),
 ])
 def test_bad_articles_name_the_file(tmp_path, article, message):
     _write_race(str(tmp_path), "dev", "high", {"5.txt": article})
