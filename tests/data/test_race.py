@@ -187,7 +187,23 @@ def test_bad_articles_name_the_file(tmp_path, article, message):
     _write_race(str(tmp_path), "dev", "middle", {})
     with pytest.raises(race.RaceFormatError, match=message) as info:
         race.read_race(str(tmp_path), "dev")
-    assert "5.txt" in str(info.value)
+    assert str(info.value).startswith(os.path.join(str(tmp_path), "RACE", "dev", "high", "5.txt") + ": ")
+
+
+def test_the_articles_of_a_file_of_lines_are_named_by_their_line(tmp_path):
+    good = {"article": "t", "questions": ["q"], "options": [["a", "b", "c", "d"]], "answers": ["A"]}
+    lines = json.dumps(good) + "\n\n" + json.dumps(good) + "\n"
+    _write_race(str(tmp_path / "ok"), "dev", "high", {"7.txt": lines})
+    _write_race(str(tmp_path / "ok"), "dev", "middle", {})
+    assert [e.question_id for e in race.read_race(str(tmp_path / "ok"), "dev")] == ["high7.txt:1-0", "high7.txt:3-0"]
+    bad = {key: value for key, value in good.items() if key != "article"}
+    for first, line in ((bad, 1), (good, 2)):
+        root = tmp_path / f"bad{line}"
+        second = bad if first is good else good
+        _write_race(str(root), "dev", "high", {"7.txt": json.dumps(first) + "\n" + json.dumps(second) + "\n"})
+        _write_race(str(root), "dev", "middle", {})
+        with pytest.raises(race.RaceFormatError, match=rf"7\.txt:{line}: no 'article' field"):
+            race.read_race(str(root), "dev")
 
 
 def test_missing_directories(tmp_path):
