@@ -165,7 +165,7 @@ def read_level(directory, level):
             except json.JSONDecodeError as err:
                 raise RaceFormatError(f"{source}: malformed JSON ({err.msg} at line {n}, column {err.colno}); "
                                       f"RACE files hold one JSON object per line") from None
-            fallback = level + os.path.basename(path) + ("" if len(numbered) == 1 else f":{n}")
+            fallback = f"{level}{os.path.basename(path)}:{n}"  # (a file of one article was read whole above)
             examples.extend(_article_questions(data, source, level, fallback))
     return examples
 

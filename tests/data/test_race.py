@@ -284,6 +284,12 @@ def test_qa_length_must_leave_room(tokenizer):
     example = race.RaceExample("x-0", "high", "a", "q", ["a", "b", "c", "d"], 0)
     with pytest.raises(ValueError, match="max_qa_length 128 leaves no room"):
         race.convert_example(example, tokenizer, 128, 128)
+    race.check_lengths(128, 1)
+    race.check_lengths(128, 125)  # [CLS] question+option [SEP] one article piece [SEP]
+    with pytest.raises(ValueError, match="max_qa_length 126 leaves no room .* use --max_qa_length <= 125"):
+        race.check_lengths(128, 126)
+    with pytest.raises(ValueError, match="--max_qa_length must be positive, got 0"):
+        race.check_lengths(128, 0)
 
 
 def test_wordpiece_tokenizer_features():
