@@ -658,7 +658,7 @@ def test_dynamic_prediction_batches_are_the_windows_cut_to_their_longest(tokeniz
         width = batch["input_ids"].shape[1]
         widths.add(width)
         assert width == max(min_length, batch["input_mask"].numpy().sum(axis=1).max())
-        assert batch["example_index"].shape == (4,)
+        assert batch["example_index"].shape == (4,) and all(batch[n].shape[0] == 4 for n in squad.SEQUENCE_FEATURES)
         for row, index in enumerate(batch["example_index"].numpy()):
             if index < 0:
                 continue
