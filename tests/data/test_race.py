@@ -1,6 +1,7 @@
 """RACE: reading the official layout (and all.txt), the original's features, record caches, metrics, and a tiny
 model that trains, resumes, evaluates, predicts and exports end to end."""
 
+import dataclasses
 import json
 import logging
 import os
@@ -302,6 +303,31 @@ def test_wordpiece_tokenizer_features():
 
 # ---------------------------------------------------------------------------------------------------------------
 # Records and metrics
+
+
+def test_an_articles_pieces_are_encoded_once_for_its_questions_in_a_row(tokenizer, monkeypatch):
+    encoded, encode = [], race.encode_article
+
+    def counting(tokenizer_, article):
+        encoded.append(article)
+        return encode(tokenizer_, article)
+
+    monkeypatch.setattr(race, "encode_article", counting)
+    examples = [race.RaceExample(f"x-{i}", "high", article, "q?", ["a", "b", "c", "d"], 0)
+                for i, article in enumerate(["one text", "one text", "another text", "one text"])]
+    written = []
+    assert race.write_records(examples, tokenizer, type("W", (), {"write": written.append})(), 64, 16) == 4
+    assert encoded == ["one text", "another text", "one text"] and len(written) == 4
+
+
+def test_the_examples_digest_tells_any_change_apart():
+    examples = race.read_race(SAMPLE_DIR, "dev")
+    digest = race.examples_digest(examples)
+    assert digest == race.examples_digest(race.read_race(SAMPLE_DIR, "dev")) and len(digest) == 16
+    relabelled = [dataclasses.replace(e) for e in examples]
+    relabelled[0].label = (relabelled[0].label + 1) % 4
+    assert race.examples_digest(relabelled) != digest
+    assert race.examples_digest(examples[::-1]) != digest
 
 
 def test_records_cache_reuse_rebuild_and_foreign_files(tokenizer, tmp_path):
