@@ -318,6 +318,9 @@ def test_an_articles_pieces_are_encoded_once_for_its_questions_in_a_row(tokenize
     written = []
     assert race.write_records(examples, tokenizer, type("W", (), {"write": written.append})(), 64, 16) == 4
     assert encoded == ["one text", "another text", "one text"] and len(written) == 4
+    fields = tf.train.Example.FromString(written[1]).features.feature
+    assert (fields["question_id"].bytes_list.value, fields["level"].bytes_list.value) == ([b"x-1"], [b"high"])
+    assert fields["is_real_example"].int64_list.value == [1] and fields["label_ids"].int64_list.value == [0]
 
 
 def test_the_examples_digest_tells_any_change_apart():
@@ -330,7 +333,7 @@ def test_the_examples_digest_tells_any_change_apart():
     assert race.examples_digest(examples[::-1]) != digest
 
 
-def test_records_cache_reuse_rebuild_and_foreign_files(tokenizer, tmp_path):
+def test_records_cache_reuse_rebuild_and_foreign_files(tokenizer, tmp_path, caplog):
     examples = race.read_race(SAMPLE_DIR, "dev")
     path = str(tmp_path / "eval.tf_record")
     race.prepare_records(examples, tokenizer, path, 64, 16, "dev")
@@ -366,8 +369,10 @@ def test_records_cache_reuse_rebuild_and_foreign_files(tokenizer, tmp_path):
     corrupt = str(tmp_path / "corrupt.tf_record")
     with open(corrupt, "wb") as f:
         f.write(b"\x00" * 40)
-    race.prepare_records(examples[:3], tokenizer, corrupt, 64, 16, "dev")
+    with caplog.at_level(logging.WARNING):
+        race.prepare_records(examples[:3], tokenizer, corrupt, 64, 16, "dev")
     assert records.read_meta(corrupt) is not None
+    assert f"{corrupt} cannot be read as TFRecords of tf.train.Example" in caplog.text
 
 
 def test_training_records_are_shuffled_deterministically(tokenizer, tmp_path):
