@@ -587,6 +587,7 @@ def test_training_features_follow_the_originals_shuffle_stream_and_are_keyed_by_
     train_file = str(tmp_path / "train.tf_record")
     expected, _ = squad.read_examples(SAMPLE_V2, True, None)
     random.Random(12345).shuffle(expected)  # run_squad_v2.py's seed
+    assert [e.qas_id for e in squad.read_examples(SAMPLE_V2, True)[0]] == [e.qas_id for e in expected]
     built = squad.build_or_load_features(SAMPLE_V2, train_file, tokenizer, 128, 64, 32, is_training=True)
     assert [e.qas_id for e in built.examples] == [e.qas_id for e in expected]
     assert built.features is None and not built.from_cache
