@@ -360,7 +360,9 @@ def test_records_cache_reuse_rebuild_and_foreign_files(tokenizer, tmp_path, capl
         writer.write(tf.train.Example(features=tf.train.Features(feature={
             "input_ids": feature([1] * 256), "input_mask": feature([1] * 256), "segment_ids": feature([0] * 256),
             "label_ids": feature([1]), "is_real_example": feature([1])})).SerializeToString())
-    assert race.prepare_records(examples, tokenizer, foreign, 64, 16, "train") == (foreign, None)
+    with caplog.at_level(logging.WARNING):
+        assert race.prepare_records(examples, tokenizer, foreign, 64, 16, "train") == (foreign, None)
+    assert f"Reusing {foreign}, written by another program" in caplog.text
     with pytest.raises(ValueError, match="length 256"):
         race.prepare_records(examples, tokenizer, foreign, 128, 16, "train")
     with pytest.raises(ValueError, match="not written by albert_tf"):
