@@ -1,5 +1,6 @@
 """The pretraining record spec and the tf.data reader, on records written by albert_tf.pretraining_data."""
 
+import hashlib
 import inspect
 import logging
 import os
@@ -381,3 +382,14 @@ def test_unreadable_file_names_the_first_damaged_file_with_tensorflows_reason(tm
 def test_int64_features_hold_python_ints():
     assert list(records.int64_feature(np.array([3, -1], np.int64)).int64_list.value) == [3, -1]
     assert list(records.bytes_feature("é").bytes_list.value) == ["é".encode("utf-8")]
+
+
+def test_the_tokenizer_fingerprint_names_what_features_depend_on():
+    with open(SPM, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    lower = records.tokenizer_fingerprint(FullTokenizer(spm_model_file=SPM))
+    assert lower == {"mode": "sentencepiece", "file_sha256": sha, "do_lower_case": True, "map_latex_quotes": False}
+    assert records.tokenizer_fingerprint(FullTokenizer(spm_model_file=SPM, map_latex_quotes=True)) == \
+        {**lower, "map_latex_quotes": True}
+    assert records.tokenizer_fingerprint(FullTokenizer(spm_model_file=SPM, do_lower_case=False)) == \
+        {**lower, "do_lower_case": False}
