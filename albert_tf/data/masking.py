@@ -46,6 +46,8 @@ from albert_tf.errors import UsageError
 
 # Set in every masking key, so that none equals a file-shuffle key (seed, pass) of `records.pretraining_dataset`.
 _MASKING_STREAM = 1 << 62
+# Files online masking can key: 2**62 + (file index << 40) + record index stays below 2**63 (`record_draws`).
+MAX_FILES = 1 << 22
 
 
 @dataclasses.dataclass(frozen=True)

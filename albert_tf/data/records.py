@@ -35,9 +35,6 @@ INT_FEATURES_SEQ = ("input_ids", "input_mask", "segment_ids", "token_boundary")
 INT_FEATURES_PRED = ("masked_lm_positions", "masked_lm_ids")
 # Files whose first record `pretraining_dataset` checks (all of them up to this many; the rest are assumed alike).
 MAX_FILES_CHECKED = 256
-# Online masking keys a record by 2**62 + (file index << 40) + record index (`masking.record_draws`): below 2**63
-# while the file index is below this.
-MAX_MASKED_FILES = 1 << 22
 
 
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
@@ -174,9 +171,12 @@ def pretraining_dataset(file_patterns, max_seq_length, max_predictions_per_seq, 
     check_record_lengths(files[:MAX_FILES_CHECKED], max_seq_length, max_predictions_per_seq)
     if masking is not None and (not is_training or seed is None):
         raise ValueError("online masking is for training with a seed (evaluation reads the stored masks)")
-    if masking is not None and len(files) > MAX_MASKED_FILES:
-        raise DataError(f"online masking keys records by file index: at most {MAX_MASKED_FILES} files, got "
-                        f"{len(files)}")
+    if masking is not None:
+        from albert_tf.data import masking as online  # pylint: disable=import-outside-toplevel
+
+        if len(files) > online.MAX_FILES:
+            raise DataError(f"online masking keys records by file index: at most {online.MAX_FILES} files, got "
+                            f"{len(files)}")
     file_ids = list(range(len(files)))  # positions among all the files: online masking keys records by them
     autotune = tf.data.AUTOTUNE
     decode = lambda s: _decode_batch(s, max_seq_length, max_predictions_per_seq)  # noqa: E731
@@ -232,8 +232,6 @@ def pretraining_dataset(file_patterns, max_seq_length, max_predictions_per_seq, 
     if masking is None:
         dataset = dataset.map(decode, num_parallel_calls=num_cpu_threads, deterministic=deterministic)
     else:
-        from albert_tf.data import masking as online  # pylint: disable=import-outside-toplevel
-
         # Masking is the pipeline's heaviest step: as many parallel calls as the host's cores allow (the order
         # stays deterministic, and each record's mask is its own).
         dataset = dataset.map(lambda s, f, r, n: online.mask_batch(decode(s), f, r, n, masking),

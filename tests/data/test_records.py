@@ -243,8 +243,8 @@ def test_online_masking_is_for_seeded_training_on_at_most_its_files(record_files
     for is_training, seed in ((False, 1), (True, None)):
         with pytest.raises(ValueError, match="online masking is for training with a seed"):
             records.pretraining_dataset(paths, SEQ, PRED, 4, is_training=is_training, seed=seed, masking=config)
-    assert 2**62 + (records.MAX_MASKED_FILES << 40) == 2**63  # the first file index whose keys overflow int64
-    monkeypatch.setattr(records, "MAX_MASKED_FILES", 2)
+    assert 2**62 + (masking.MAX_FILES << 40) == 2**63  # the first file index whose keys overflow int64
+    monkeypatch.setattr(masking, "MAX_FILES", 2)
     batch = next(iter(records.pretraining_dataset(paths, SEQ, PRED, 4, is_training=True, seed=1, masking=config)))
     assert batch["masked_lm_ids"].shape == (4, PRED)
     third = tmp_path / "part-2.tfrecord"

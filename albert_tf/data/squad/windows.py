@@ -222,10 +222,10 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
             start_position = end_position = None
             span_is_impossible = bool(example.is_impossible) if is_training else False
             if answer is not None:
-                span_end = span_start + span_length - 1
-                if answer[0] >= span_start and answer[1] <= span_end:
-                    start_position = answer[0] - span_start + doc_offset
-                    end_position = answer[1] - span_start + doc_offset
+                first, last = answer
+                if span_start <= first and last <= span_start + span_length - 1:
+                    start_position = first - span_start + doc_offset
+                    end_position = last - span_start + doc_offset
                 else:
                     span_is_impossible = True
             if is_training and span_is_impossible:
