@@ -5,6 +5,7 @@ import dataclasses
 import json
 import logging
 import os
+import types
 
 import numpy as np
 import pytest
@@ -316,7 +317,7 @@ def test_an_articles_pieces_are_encoded_once_for_its_questions_in_a_row(tokenize
     examples = [race.RaceExample(f"x-{i}", "high", article, "q?", ["a", "b", "c", "d"], 0)
                 for i, article in enumerate(["one text", "one text", "another text", "one text"])]
     written = []
-    assert race.write_records(examples, tokenizer, type("W", (), {"write": written.append})(), 64, 16) == 4
+    assert race.write_records(examples, tokenizer, types.SimpleNamespace(write=written.append), 64, 16) == 4
     assert encoded == ["one text", "another text", "one text"] and len(written) == 4
     fields = tf.train.Example.FromString(written[1]).features.feature
     assert (fields["question_id"].bytes_list.value, fields["level"].bytes_list.value) == ([b"x-1"], [b"high"])
