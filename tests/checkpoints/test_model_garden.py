@@ -99,6 +99,12 @@ def test_pretrainer_word_table_is_found_through_the_object_graph(mg_fixtures):
     assert found["word_embeddings/embeddings"] == "masked_lm/embedding_table/.ATTRIBUTES/VARIABLE_VALUE"
 
 
+def test_only_a_readable_model_garden_encoder_is_one(mg_fixtures, tmp_path):
+    assert mg.is_model_garden(checkpoints.resolve(mg_fixtures["tf2_pretrainer"])) is True
+    assert mg.is_model_garden(os.path.join(mg_fixtures["tf1"], "model.ckpt-best")) is False  # no object graph
+    assert mg.is_model_garden(str(tmp_path / "missing")) is False
+
+
 def test_per_head_kernels_are_checked_and_name_the_variable(mg_fixtures):
     # 8 heads of 4 in the config, 4 heads of 8 in the checkpoint: refused, naming the variable.
     model = AlbertModel(_config(mg_fixtures, num_attention_heads=8))
@@ -138,6 +144,8 @@ def test_config_comes_from_the_flag_or_beside_the_weights(mg_fixtures, tmp_path)
     assert conversion.resolve_config(module)[1] == os.path.join(module, "assets", "albert_config.json")
     assert mg.config_file_beside(checkpoints.resolve(module)) == conversion.resolve_config(module)[1]
     assert checkpoints.resolve(module) == os.path.join(module, "variables", "variables")
+    # The variables directory as a shell completes it (a trailing slash) is still recognised.
+    assert mg.config_file_beside(os.path.join(module, "variables") + os.sep) == conversion.resolve_config(module)[1]
     # A copy of a Model Garden checkpoint with the config beside it needs no flag.
     copy = tmp_path / "tf2_encoder"
     copy.mkdir()

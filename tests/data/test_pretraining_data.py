@@ -3,9 +3,11 @@
 import collections
 import dataclasses
 import glob
+import hashlib
 import os
 import random
 import re
+import struct
 
 import numpy as np
 import pytest
@@ -326,6 +328,17 @@ def test_randbelow_draws_what_randint_draws():
     for n in [1, 2, 3, 5, 8, 127, 128, 129, 1000, 30000, 2 ** 31 + 7] * 50:
         assert pdata.randbelow(ours, n) == theirs.randint(0, n - 1)
     assert ours.getstate() == theirs.getstate()
+
+
+def test_derived_seeds_are_blake2b_of_signed_little_endian_words():
+    """Every stream's seed is the documented hash, so records made on another machine or by Beam are the same."""
+    for parts in [(0,), (1, 2, 3), (12345, -1, 2 ** 40, 7), (-(2 ** 63), 2 ** 63 - 1)]:
+        digest = hashlib.blake2b(struct.pack(f"<{len(parts)}q", *parts), digest_size=8).digest()
+        assert instances.derive_seed(*parts) == struct.unpack("<Q", digest)[0]
+    assert instances.derive_seed(1, 2) != instances.derive_seed(2, 1)
+    tags = [instances.STREAM_DOCUMENT, instances.STREAM_ORDER, instances.STREAM_BUFFER,
+            instances.STREAM_GLOBAL_SHUFFLE, instances.STREAM_INTERLEAVE]
+    assert len(set(tags)) == len(tags)  # one tag per stream: no two streams share their seeds
 
 
 def test_local_outputs_need_no_tensorflow(tmp_path):

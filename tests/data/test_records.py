@@ -84,6 +84,8 @@ def test_training_dataset_repeats_and_is_reproducible_with_seed(record_files):
     resumed = take(5, skip_batches=2)  # a resumed run skips the batches already seen, and only those
     assert all((a == b).all() for a, b in zip(first[2:], resumed))
     assert len(first) == steps and all(b.shape == (batch, SEQ) for b in first)
+    spec = records.pretraining_dataset(paths, SEQ, PRED, batch_size=batch, is_training=True, seed=5).element_spec
+    assert spec["input_ids"].shape == (batch, SEQ)  # static: XLA and TPUs compile one shape
     assert all((a == b).all() for a, b in zip(first, second))
     assert any((a != b).any() for a, b in zip(first, other))
     # Shuffled: the first batch is not simply the first records in file order.
@@ -264,6 +266,7 @@ def test_ordered_batches_pad_the_stream_to_full_batches_and_number_every_example
     lengths = [3, 8, 1, 5, 2, 7, 4, 6, 2, 3]
     batches = records.ordered_batches(_windows(lengths + [5]), 10, 4)  # the eleventh is past num_examples
     assert batches.cardinality().numpy() == 3
+    assert batches.element_spec["input_ids"].shape == (4, 8)  # every batch full: a static batch size
     batches = list(batches)
     index = np.concatenate([b["example_index"].numpy() for b in batches])
     assert index.tolist() == list(range(10)) + [-1, -1]
@@ -283,6 +286,9 @@ def test_dynamic_ordered_batches_sort_within_windows_and_cut_to_the_longest():
     # Windows of 4 examples, each sorted by length (stably), then cut into batches of 2.
     assert got == [[2, 0], [3, 1], [4, 6], [7, 5], [8, 9]]
     assert [b["input_ids"].shape[1] for b in batches] == [3, 8, 4, 7, 3]
+    dynamic = records.ordered_batches(_windows(lengths), 10, 2, dynamic_padding=True,
+                                      sequence_features=("input_ids", "input_mask"), sort_window_batches=2)
+    assert dynamic.element_spec["input_ids"].shape.as_list() == [2, None]
     for batch in batches:
         for row, i in zip(batch["input_ids"].numpy(), batch["example_index"].numpy()):
             assert row.tolist() == [k + 1 if k < lengths[i] else 0 for k in range(len(row))]

@@ -211,9 +211,11 @@ def test_contexts_aligned_poorly_or_only_far_off_the_diagonal_are_counted(tokeni
     wide, poor = first + " " + last, "The cat sat on the mat."
     mistokenizing = _Mistokenizing(tokenizer, {wide: last + " " + first,  # aligned only 23 characters off
                                                poor: "completely different words appear in this string"})
+    # A context of three characters: its first band is wider than the context, yet no full-width programme ran.
     examples = [squad.SquadExample("wide", "Who?", wide, "quick brown", 4, False),
-                squad.SquadExample("poor", "Who?", poor, "cat", 4, False)]
-    for is_training, kept in ((True, {"wide"}), (False, {"wide", "poor"})):
+                squad.SquadExample("poor", "Who?", poor, "cat", 4, False),
+                squad.SquadExample("short", "Who?", "Ann", "Ann", 0, False)]
+    for is_training, kept in ((True, {"wide", "short"}), (False, {"wide", "poor", "short"})):
         stats = squad.ConversionStats()
         with caplog.at_level(logging.WARNING):
             features = squad.convert_examples_to_features(examples, mistokenizing, 64, 32, 16, is_training,

@@ -116,6 +116,8 @@ class ContextAlignment:
         starts (ends) in, as the original derives training positions.
       matched: characters matched by the alignment (the original requires more than 80% of the raw characters).
       band_width: the band of the programme that gave the alignment (`None` when no band reached 80%).
+      full_width: whether only the full-width programme reached 80% (the original, which widens its band twice
+        and no more, would drop the context).
     """
 
     pieces: list
@@ -125,6 +127,7 @@ class ContextAlignment:
     end_token_of_char: array.array
     matched: int
     band_width: int
+    full_width: bool = False
     piece_ids: list = None
 
     def token_span(self, start_char, end_char):
@@ -177,13 +180,14 @@ def align_context(paragraph_text, pieces, do_lower_case, char_cache=None):
         if score > 0.8 * n:
             break
         max_dist *= 2
-    band = max_dist
+    band, full_width = max_dist, False
     if score < 0.8 * n or score == 0:
         full = max(n, m) + 1
         wide_score, wide_rows = _banded_lcs(raw, target, full)
         if wide_score > score:
             score, rows = wide_score, wide_rows
         band = full if score >= 0.8 * n else None
+        full_width = band is not None
     orig_to_chartok, chartok_to_orig = _trace_back(rows, n, m)
     if all(v is None for v in orig_to_chartok):
         raise AlignmentError("no character of the context matches its pieces")
@@ -195,4 +199,4 @@ def align_context(paragraph_text, pieces, do_lower_case, char_cache=None):
                                    for c in range(n)))
     return ContextAlignment(pieces=list(pieces), tok_start_to_orig_index=starts, tok_end_to_orig_index=ends,
                             start_token_of_char=start_tokens, end_token_of_char=end_tokens, matched=int(score),
-                            band_width=band)
+                            band_width=band, full_width=full_width)

@@ -189,7 +189,7 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
                             alignment.matched, len(example.paragraph_text))
             if is_training:
                 continue
-        elif alignment.band_width > max(len(example.paragraph_text), 1):
+        elif alignment.full_width:
             stats.wide_alignments.append(example.qas_id)
 
         answer = None  # the answer's first and last piece, for a training question that has one
