@@ -273,6 +273,18 @@ def executed_op_types(fn, *args):
 
 
 
+def parallel_stage_orders(dataset):
+    """The `deterministic` setting (b"true", b"false" or b"default") of every parallel map and interleave of a
+    `tf.data` pipeline, read from its serialised graph: whether a stage may yield out of order can only be seen
+    there (a race shows up in no small test)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    graph = tf.compat.v1.GraphDef.FromString(
+        tf.raw_ops.DatasetToGraphV2(input_dataset=dataset._variant_tensor).numpy())  # pylint: disable=protected-access
+    nodes = list(graph.node) + [node for function in graph.library.function for node in function.node_def]
+    return [node.attr["deterministic"].s for node in nodes if "deterministic" in node.attr]
+
+
 # The first lines of a fresh interpreter whose one CPU is split into two logical devices (a MirroredStrategy's two
 # replicas on a machine without accelerators); TensorFlow allows it only before it starts.
 TWO_CPUS = """

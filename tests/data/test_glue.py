@@ -13,6 +13,7 @@ from albert_tf.data import glue
 from albert_tf.data.glue import cache as feature_cache
 from albert_tf.data.records import read_meta, tokenizer_fingerprint
 from albert_tf.text.tokenization import FullTokenizer, encode_pair
+from tests.helpers import parallel_stage_orders
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLE_GLUE = os.path.join(REPO_ROOT, "data", "glue")
@@ -376,6 +377,7 @@ def test_train_batches_without_bucketing_or_padding_and_after_a_resume(sst2_reco
     np.testing.assert_array_equal(explicit, first[0])
     resumed = next(iter(glue.train_dataset(path, 64, 8, False, seed=3, skip_batches=3)))[0]["input_ids"].numpy()
     np.testing.assert_array_equal(resumed, first[3])
+    assert b"false" not in parallel_stage_orders(glue.train_dataset(path, 64, 8, False, seed=3))
     # without bucketing: the shuffled order's consecutive examples, each batch padded to its longest
     fixed = [f["input_ids"].numpy() for f, _ in glue.train_dataset(path, 64, 8, False, seed=3,
                                                                    dynamic_padding=False).take(5)]
@@ -393,6 +395,7 @@ def test_eval_batches_cover_every_example_once(sst2_records):
     features = sst2_records["dev"]
     dataset = glue.eval_dataset(features.path, 64, 16, False, features.num_examples, window_batches=2)
     assert int(dataset.cardinality()) == 7
+    assert parallel_stage_orders(dataset) and b"false" not in parallel_stage_orders(dataset)  # file order kept
     indices = []
     for batch in dataset:
         lengths = batch["input_mask"].numpy().sum(axis=1)

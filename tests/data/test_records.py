@@ -15,6 +15,7 @@ from albert_tf.data import masking, records, tfrecord_writer
 from albert_tf.errors import DataError
 from albert_tf.text.tokenization import FullTokenizer
 from tests.helpers import REPO as REPO_ROOT
+from tests.helpers import parallel_stage_orders
 from tests.helpers import SPM
 
 SAMPLE = os.path.join(REPO_ROOT, "data", "corpus", "sample_text.txt")
@@ -84,8 +85,9 @@ def test_training_dataset_repeats_and_is_reproducible_with_seed(record_files):
     resumed = take(5, skip_batches=2)  # a resumed run skips the batches already seen, and only those
     assert all((a == b).all() for a, b in zip(first[2:], resumed))
     assert len(first) == steps and all(b.shape == (batch, SEQ) for b in first)
-    spec = records.pretraining_dataset(paths, SEQ, PRED, batch_size=batch, is_training=True, seed=5).element_spec
-    assert spec["input_ids"].shape == (batch, SEQ)  # static: XLA and TPUs compile one shape
+    seeded = records.pretraining_dataset(paths, SEQ, PRED, batch_size=batch, is_training=True, seed=5)
+    assert seeded.element_spec["input_ids"].shape == (batch, SEQ)  # static: XLA and TPUs compile one shape
+    assert parallel_stage_orders(seeded) and b"false" not in parallel_stage_orders(seeded)  # a seed fixes the order
     assert all((a == b).all() for a, b in zip(first, second))
     assert any((a != b).any() for a, b in zip(first, other))
     # Shuffled: the first batch is not simply the first records in file order.
@@ -247,8 +249,9 @@ def test_online_masking_is_for_seeded_training_on_at_most_its_files(record_files
             records.pretraining_dataset(paths, SEQ, PRED, 4, is_training=is_training, seed=seed, masking=config)
     assert 2**62 + (masking.MAX_FILES << 40) == 2**63  # the first file index whose keys overflow int64
     monkeypatch.setattr(masking, "MAX_FILES", 2)
-    batch = next(iter(records.pretraining_dataset(paths, SEQ, PRED, 4, is_training=True, seed=1, masking=config)))
-    assert batch["masked_lm_ids"].shape == (4, PRED)
+    online = records.pretraining_dataset(paths, SEQ, PRED, 4, is_training=True, seed=1, masking=config)
+    assert next(iter(online))["masked_lm_ids"].shape == (4, PRED)
+    assert b"false" not in parallel_stage_orders(online)
     third = tmp_path / "part-2.tfrecord"
     third.write_bytes(open(paths[0], "rb").read())
     with pytest.raises(DataError, match=r"at most 2 files, got 3"):
