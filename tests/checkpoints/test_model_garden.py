@@ -122,6 +122,9 @@ def test_per_head_kernels_are_checked_and_name_the_variable(mg_fixtures):
         mg.to_tf1("o", mg.HEADS_OUT, np.zeros((5, 6, 32)))
     with pytest.raises(ValueError, match=r"shape mismatch for b: .*\[heads, H/heads\]"):
         mg.to_tf1("b", mg.HEADS_BIAS, np.zeros((32,)))
+    with pytest.raises(ValueError, match=r"shape mismatch for b: .*\[heads, H/heads\].*\(rank 3\)"):
+        mg.to_tf1("b", mg.HEADS_BIAS, np.zeros((4, 8, 32)))  # a kernel's rank where a bias belongs
+    np.testing.assert_array_equal(mg.to_tf1("b", mg.HEADS_BIAS, [[1.0, 2.0], [3.0, 4.0]]), [1.0, 2.0, 3.0, 4.0])
     with pytest.raises(ValueError, match="does not split into 5 attention heads"):
         mg.from_tf1("k", mg.HEADS_IN, np.zeros((32, 32)), 5)
     kernel = np.arange(32 * 32, dtype="float32").reshape(32, 32)
