@@ -133,6 +133,15 @@ def test_per_head_kernels_are_checked_and_name_the_variable(mg_fixtures):
     out = mg.from_tf1("o", mg.HEADS_OUT, kernel, 4)
     assert out.shape == (4, 8, 32) and out[2, 5, 3] == kernel[2 * 8 + 5, 3]  # row n*8+d: head n
     np.testing.assert_array_equal(mg.to_tf1("o", mg.HEADS_OUT, out, 4), kernel)
+    bias = mg.from_tf1("b", mg.HEADS_BIAS, list(range(32)), 4)
+    assert bias.shape == (4, 8) and bias[3, 5] == 3 * 8 + 5
+    np.testing.assert_array_equal(mg.to_tf1("b", mg.HEADS_BIAS, bias, 4), np.arange(32))
+    assert mg.from_tf1("w", mg.SAME, kernel, 4) is kernel
+    for layout, shape in [(mg.HEADS_BIAS, (32, 32)), (mg.HEADS_IN, (32,)), (mg.HEADS_OUT, (32, 4, 8)),
+                          (mg.HEADS_IN, (32, 16)), (mg.HEADS_OUT, (30, 30))]:
+        with pytest.raises(ValueError, match=rf"shape mismatch for t: \[{', '.join(map(str, shape))}\] does not "
+                                             rf"split into 4 attention heads of a hidden size {shape[0]}$"):
+            mg.from_tf1("t", layout, np.zeros(shape), 4)
 
 
 def test_config_comes_from_the_flag_or_beside_the_weights(mg_fixtures, tmp_path):
