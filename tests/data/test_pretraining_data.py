@@ -587,6 +587,8 @@ def test_truncation_takes_from_the_longer_side():
     # Each removed token comes from the front or the back with probability 1/2.
     fronts = [truncate(0, 60, 100, 110, 40, rng)[0] for _ in range(2000)]  # A loses 30 tokens
     assert abs(np.mean(fronts) - 15) < 0.3 and 0 < min(fronts) and max(fronts) < 30
+    fronts = [truncate(0, 10, 100, 160, 40, rng)[2] - 100 for _ in range(2000)]  # B loses 30 tokens
+    assert abs(np.mean(fronts) - 15) < 0.3 and 0 < min(fronts) and max(fronts) < 30
 
 
 def test_encoder_matches_protobuf_serialization():
