@@ -8,6 +8,7 @@ import os
 import random
 import re
 import struct
+import types
 
 import numpy as np
 import pytest
@@ -589,6 +590,22 @@ def test_truncation_takes_from_the_longer_side():
     assert abs(np.mean(fronts) - 15) < 0.3 and 0 < min(fronts) and max(fronts) < 30
     fronts = [truncate(0, 10, 100, 160, 40, rng)[2] - 100 for _ in range(2000)]  # B loses 30 tokens
     assert abs(np.mean(fronts) - 15) < 0.3 and 0 < min(fronts) and max(fronts) < 30
+
+
+def test_short_sequences_aim_at_a_uniform_length_from_2_to_max_num_tokens():
+    """With `short_seq_prob`, the original draws the target length `randint(2, max_num_tokens)`: on documents of
+    one-token sentences an instance is exactly its target long, so every length 2..10 comes up, equally often."""
+    docs = types.SimpleNamespace(bounds=[list(range(0, 41)), list(range(100, 141))])
+    config = pdata.PretrainingConfig(max_seq_length=13, max_predictions_per_seq=2, short_seq_prob=1.0)
+    lengths = collections.Counter()
+    for seed in range(3600):
+        a0, a1, b0, b1, _ = instances.document_instances(docs, 0, config, random.Random(seed))[0]
+        lengths[(a1 - a0) + (b1 - b0)] += 1
+    assert sorted(lengths) == list(range(2, config.max_num_tokens + 1))
+    assert all(abs(n - 400) < 5 * 19 for n in lengths.values())  # 400 each, sd 19
+    full = pdata.PretrainingConfig(max_seq_length=13, max_predictions_per_seq=2, short_seq_prob=0.0)
+    first = [instances.document_instances(docs, 0, full, random.Random(seed))[0] for seed in range(50)]
+    assert all((a1 - a0) + (b1 - b0) == 10 for a0, a1, b0, b1, _ in first)
 
 
 def test_encoder_matches_protobuf_serialization():
