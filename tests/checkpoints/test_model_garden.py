@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import checkpoints, cli
-from albert_tf.checkpoints import CheckpointError, conversion, detect_format, load_checkpoint, model_arrays
+from albert_tf.checkpoints import (CheckpointError, CorruptCheckpointError, conversion, detect_format, load_checkpoint,
+                                   model_arrays)
 from albert_tf.checkpoints import model_garden as mg
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import UsageError
@@ -97,6 +98,17 @@ def test_pretrainer_word_table_is_found_through_the_object_graph(mg_fixtures):
     reader = tf.train.load_checkpoint(checkpoints.resolve(mg_fixtures["tf2_pretrainer"]))
     found = mg.variable_keys(reader)
     assert found["word_embeddings/embeddings"] == "masked_lm/embedding_table/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def test_a_damaged_model_garden_checkpoint_given_by_its_folder_names_the_prefix_read(mg_fixtures, tmp_path):
+    run = shutil.copytree(mg_fixtures["tf2_encoder"], tmp_path / "run")
+    with open(run / "ckpt-1.data-00000-of-00001", "r+b") as f:  # a weight's bytes, not the object graph's
+        f.seek(64)
+        byte = f.read(1)
+        f.seek(64)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(CorruptCheckpointError, match=f"^checkpoint {run / 'ckpt-1'} is corrupt"):
+        load_checkpoint(AlbertModel(_config(mg_fixtures)), str(run))
 
 
 def test_only_a_readable_model_garden_encoder_is_one(mg_fixtures, tmp_path):
