@@ -65,6 +65,12 @@ def test_schedule_before_start_warmup_step_is_the_originals_formula():
 def test_schedule_without_warmup_and_config_round_trip():
     schedule = WarmupPolynomialDecay(0.5, num_train_steps=8, power=0.5)
     np.testing.assert_allclose(_schedule_values(schedule, [0, 2, 8]), [0.5, 0.5 * 0.75 ** 0.5, 0.0], rtol=1e-6)
+    # No warmup means none, wherever it would have started.
+    late = WarmupPolynomialDecay(0.5, num_train_steps=8, start_warmup_step=4, power=0.5)
+    np.testing.assert_allclose(_schedule_values(late, [0, 2, 8]), [0.5, 0.5 * 0.75 ** 0.5, 0.0], rtol=1e-6)
+    # A run of one step (or none) still has finite rates: the full rate, then 0.
+    for steps in (1, 0):
+        np.testing.assert_allclose(_schedule_values(WarmupPolynomialDecay(0.5, steps), [0, 1, 5]), [0.5, 0.0, 0.0])
     again = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
     assert isinstance(again, WarmupPolynomialDecay)
     assert again.get_config() == schedule.get_config()
