@@ -214,6 +214,25 @@ def test_lamb_exclusions_and_zero_norm_by_hand():
     np.testing.assert_allclose(after["zero/kernel"], -0.01 * direction["zero/kernel"], rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("cls", [AdamWeightDecay, LAMB])
+def test_sparse_and_low_precision_gradients_update_as_their_dense_float32_values(cls):
+    """An embedding's gradient arrives as `tf.IndexedSlices` (rows of the table), and under mixed precision a
+    gradient may be float16: both take the step of the same dense float32 gradient."""
+    table = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    rows = np.array([[1.0, -2.0, 0.5], [0.25, 0.5, -1.0]], np.float32)
+    dense = np.zeros_like(table)
+    dense[[3, 1]] = rows
+    sparse = tf.IndexedSlices(tf.constant(rows), tf.constant([3, 1]), tf.constant([4, 3]))
+    results = []
+    for gradient in (tf.constant(dense), sparse, tf.constant(dense, tf.float16)):
+        variable = keras.Variable(table, name="embeddings")
+        cls(learning_rate=0.01).apply([gradient], [variable])
+        results.append(variable.numpy())
+    assert not np.allclose(results[0], table)
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+    np.testing.assert_allclose(results[2], results[0], rtol=1e-6)
+
+
 def test_weight_decay_rate_zero_and_custom_exclusions():
     variables = _make_variables()
     grads = _gradients(0)
