@@ -53,6 +53,7 @@ def test_every_format_names_and_describes_itself():
     assert len(set(registry.FORMATS)) == len(registry.FORMATS)
     for fmt in registry.REGISTRY:
         assert fmt.description and "\n" not in fmt.description and "|" not in fmt.description, fmt.name
+    assert len({f.description for f in registry.REGISTRY}) == len(registry.REGISTRY)  # each its own
     assert [f.name for f in registry.REGISTRY if f.writable] == ["huggingface", "keras_hub", "native", "original"]
 
 
