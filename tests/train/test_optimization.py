@@ -233,6 +233,27 @@ def test_sparse_and_low_precision_gradients_update_as_their_dense_float32_values
     np.testing.assert_allclose(results[2], results[0], rtol=1e-6)
 
 
+def test_lamb_layer_adaptation_exclusions_of_their_own():
+    """`exclude_from_layer_adaptation` given: the trust ratio follows it, not the weight-decay exclusions; a zero
+    update keeps ratio 1 (no 0 / 0)."""
+    variables = _make_variables()
+    before = {v.path: v.numpy().astype(np.float64) for v in variables}
+    grads = _gradients(0)
+    LAMB(learning_rate=0.01, weight_decay_rate=DECAY, epsilon=EPS, exclude_from_layer_adaptation=["kernel"]).apply(
+        [tf.constant(grads[v.path], tf.float32) for v in variables], variables)
+    direction = {p: 0.1 * g / (math.sqrt(0.001) * np.abs(g) + EPS) for p, g in grads.items()}
+    for v in variables:
+        w, update = before[v.path], direction[v.path]
+        if "kernel" in v.path:  # decayed (the default exclusions), no trust ratio
+            expected = w - 0.01 * (update + (0 if "zero" in v.path else DECAY * w))
+        else:  # not decayed, under the trust ratio
+            expected = w - 0.01 * np.linalg.norm(w) / np.linalg.norm(update) * update
+        np.testing.assert_allclose(v.numpy(), expected, rtol=1e-5, atol=1e-7, err_msg=v.path)
+    kernel = keras.Variable(np.ones((2, 2), np.float32), name="kernel")
+    LAMB(learning_rate=0.01, weight_decay_rate=0.0).apply([tf.zeros((2, 2))], [kernel])
+    np.testing.assert_array_equal(kernel.numpy(), np.ones((2, 2)))
+
+
 def test_weight_decay_rate_zero_and_custom_exclusions():
     variables = _make_variables()
     grads = _gradients(0)
@@ -328,6 +349,11 @@ def test_get_config_round_trip(cls):
     config = optimizer.get_config()
     again = cls.from_config(copy.deepcopy(config))  # from_config deserialises the schedule in place
     assert again.get_config() == config
+    assert (again.weight_decay_rate, again.beta_1, again.beta_2, again.epsilon) == (0.02, 0.8, 0.99, 1e-5)
+    assert again.weight_decay_exclusions == ("bias",)
+    if cls is LAMB:
+        adapted = LAMB.from_config(LAMB(exclude_from_layer_adaptation=["kernel"]).get_config())
+        assert adapted.exclude_from_layer_adaptation == ("kernel",)
     # and through Keras' own (de)serialisation, as model.save / load_model use it
     restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
     assert type(restored) is cls and restored.get_config() == config
