@@ -4,6 +4,7 @@ import collections
 import dataclasses
 import glob
 import hashlib
+import math
 import os
 import random
 import re
@@ -606,6 +607,40 @@ def test_short_sequences_aim_at_a_uniform_length_from_2_to_max_num_tokens():
     full = pdata.PretrainingConfig(max_seq_length=13, max_predictions_per_seq=2, short_seq_prob=0.0)
     first = [instances.document_instances(docs, 0, full, random.Random(seed))[0] for seed in range(50)]
     assert all((a1 - a0) + (b1 - b0) == 10 for a0, a1, b0, b1, _ in first)
+
+
+def test_a_random_b_comes_from_another_document_and_aims_at_the_target_length():
+    """Next-sentence mode: half the instances take B from a random other document (up to 10 draws, as the
+    original), starting at a random sentence and running until A and B reach the target length."""
+    docs = types.SimpleNamespace(bounds=[list(range(0, 41)), list(range(100, 1101))])
+    config = pdata.PretrainingConfig(max_seq_length=13, max_predictions_per_seq=2, short_seq_prob=1.0,
+                                     random_next_sentence=True)
+    lengths, same_document, labels = collections.Counter(), 0, collections.Counter()
+    for seed in range(3600):
+        a0, a1, b0, b1, label = instances.document_instances(docs, 0, config, random.Random(seed))[0]
+        labels[label] += 1
+        if b0 >= 100:  # B from the other document: the target length, as for B from this one
+            lengths[(a1 - a0) + (b1 - b0)] += 1
+        elif label:
+            same_document += 1
+    assert abs(labels[1] - 1800) < 5 * 30 and same_document < 12  # all ten draws this one: 1800 / 2**10 expected
+    assert sorted(lengths) == list(range(2, config.max_num_tokens + 1))
+    expected = labels[1] / len(lengths)
+    assert all(abs(n - expected) < 5 * math.sqrt(expected) for n in lengths.values()), lengths
+
+    class Draws(random.Random):
+        """Draws 0 every time (document 0: this one), recording each draw's number of bits."""
+
+        def getrandbits(self, k):
+            self.widths.append(k)
+            return 0
+
+    rng = Draws(0)
+    rng.widths = []
+    docs = types.SimpleNamespace(bounds=[[0, 5], [10, 15]])
+    a0, a1, b0, b1, label = instances.document_instances(docs, 0, pdata.PretrainingConfig(short_seq_prob=0.0), rng)[0]
+    # Ten document draws (2 bits: one of two documents), then B's first sentence (1 bit), then no truncation.
+    assert rng.widths == [2] * 10 + [1] and (a0, a1, b0, b1, label) == (0, 5, 0, 5, 1)
 
 
 def test_encoder_matches_protobuf_serialization():
