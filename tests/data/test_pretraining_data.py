@@ -624,6 +624,22 @@ def test_a_random_b_comes_from_another_document_and_aims_at_the_target_length():
         elif label:
             same_document += 1
     assert abs(labels[1] - 1800) < 5 * 30 and same_document < 12  # all ten draws this one: 1800 / 2**10 expected
+    for seed in range(50):  # the sentences of a chunk not used for A go back: every sentence is read
+        read = set()
+        for a0, a1, b0, b1, _ in instances.document_instances(docs, 0, config, random.Random(seed)):
+            read.update(range(a0, a1))
+            read.update(t for t in range(b0, b1) if t < 100)
+        assert read == set(range(40))
+    # At the other document's end B stops short: exactly what is left of it.
+    docs = types.SimpleNamespace(bounds=[list(range(0, 41)), list(range(100, 113))])
+    full = dataclasses.replace(config, short_seq_prob=0.0)
+    ends = collections.Counter()
+    for seed in range(400):
+        for a0, a1, b0, b1, _ in instances.document_instances(docs, 0, full, random.Random(seed)):
+            if b0 >= 100:
+                assert b1 - b0 == min(full.max_num_tokens - (a1 - a0), 112 - b0), (a0, a1, b0, b1)
+                ends[b1 == 112] += 1
+    assert ends[True] > 100 and ends[False] > 100
     assert sorted(lengths) == list(range(2, config.max_num_tokens + 1))
     expected = labels[1] / len(lengths)
     assert all(abs(n - expected) < 5 * math.sqrt(expected) for n in lengths.values()), lengths
