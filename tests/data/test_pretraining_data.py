@@ -407,6 +407,33 @@ def test_outputs_in_directory_shards(tmp_path):
     counts = [sum(1 for _ in tf.data.TFRecordDataset(p)) for p in paths]
     assert sum(counts) == stats.instances and max(counts) - min(counts) <= 1  # round-robin
     assert sorted(os.listdir(tmp_path / "records")) == sorted(os.path.basename(p) for p in paths)
+    assert pdata.output_shard_paths("out", 1) == [os.path.join("out", "pretraining-00000-of-00001.tfrecord")]
+    with pytest.raises(pdata.PretrainingDataError, match="num_output_shards must be at least 1, got 0"):
+        pdata.output_shard_paths("out", 0)
+
+
+def test_remote_outputs_appear_on_commit_replacing_old_ones_and_vanish_on_abort():
+    """Outputs on a remote filesystem (TF's in-memory one here) are staged and renamed through `tf.io` as local
+    ones are through `os`: nothing under the final name until commit, an old file replaced, no leftovers."""
+    base = "ram://atomic-remote-writers"
+    paths = [f"{base}/out/a.tfrecord", f"{base}/out/b.tfrecord"]
+    tf.io.gfile.makedirs(f"{base}/out")
+    with tf.io.TFRecordWriter(paths[0]) as old:
+        old.write(b"old")
+
+    def read(path):
+        return [r.numpy() for r in tf.data.TFRecordDataset(path)]
+
+    with writers.AtomicRecordWriters(paths) as out:
+        for record in (b"1", b"2", b"3"):
+            out.write(record)
+        assert read(paths[0]) == [b"old"] and not tf.io.gfile.exists(paths[1])
+    assert read(paths[0]) == [b"1", b"3"] and read(paths[1]) == [b"2"]
+    aborted = writers.AtomicRecordWriters([f"{base}/out/c.tfrecord"])
+    aborted.write(b"x")
+    aborted.abort()
+    left = [os.path.join(root, name) for root, _, names in tf.io.gfile.walk(base) for name in names]
+    assert sorted(left) == sorted(paths)
 
 
 # ------------------------------------------------------------------------------------------------------------------
