@@ -4,6 +4,7 @@ import collections
 import dataclasses
 import glob
 import hashlib
+import logging
 import math
 import os
 import random
@@ -375,6 +376,8 @@ def test_remote_writer_appends_worker_frames(tmp_path):
     writer.append_file(str(part))
     writer.write_frame(tfrecord_writer.frame_records([b"d"]))
     writer.close()
+    with pytest.raises(tf.errors.FailedPreconditionError, match="closed"):  # closed for real: a gs:// object is
+        writer.write(b"e")  # complete only then
     assert [r.numpy() for r in tf.data.TFRecordDataset("ram://remote-writer/out.tfrecord")] == [
         b"a", b"b" * 70, b"", b"c", b"d"]
 
@@ -434,6 +437,19 @@ def test_remote_outputs_appear_on_commit_replacing_old_ones_and_vanish_on_abort(
     aborted.abort()
     left = [os.path.join(root, name) for root, _, names in tf.io.gfile.walk(base) for name in names]
     assert sorted(left) == sorted(paths)
+
+
+def test_a_temporary_that_cannot_be_removed_is_named_in_a_warning(tmp_path, monkeypatch, caplog):
+    out = writers.AtomicRecordWriters([str(tmp_path / "a.tfrecord")])
+    out.write(b"x")
+
+    def refuse(path):
+        raise PermissionError(f"cannot remove {path}")
+
+    monkeypatch.setattr(writers, "_remove", refuse)
+    with caplog.at_level(logging.WARNING):
+        out.abort()
+    assert f"could not remove temporary file {out.temp_paths[0]}" in caplog.text
 
 
 # ------------------------------------------------------------------------------------------------------------------
