@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf import fileio
 from albert_tf.data import pretraining as pdata
 from albert_tf.data.pretraining import instances, writers
 from albert_tf.text import tokenization
@@ -437,6 +438,32 @@ def test_remote_outputs_appear_on_commit_replacing_old_ones_and_vanish_on_abort(
     aborted.abort()
     left = [os.path.join(root, name) for root, _, names in tf.io.gfile.walk(base) for name in names]
     assert sorted(left) == sorted(paths)
+
+
+def test_writers_clear_stale_partials_and_undo_a_start_that_fails(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    (out / fileio.STAGING_NAME).mkdir(parents=True)
+    stale = out / fileio.STAGING_NAME / ".a.tfrecord.partial-999999999-abcdefgh"  # a pid no process has
+    stale.write_bytes(b"x")
+    with writers.AtomicRecordWriters([str(out / "a.tfrecord")]) as records:
+        records.write(b"1")
+    assert not stale.exists() and (out / "a.tfrecord").exists()
+    with pytest.raises(fileio.OutputError, match=f"^cannot write --output_file {re.escape(str(tmp_path))}: it is a "
+                                                 "directory$"):
+        writers.AtomicRecordWriters([str(tmp_path)], what="--output_file")
+    # The second output cannot be opened: the first one's temporary and the folders made for both are removed.
+    opened, real = [], writers._record_writer  # pylint: disable=protected-access
+
+    def second_fails(path):
+        opened.append(path)
+        if len(opened) == 2:
+            raise OSError(28, "No space left on device")
+        return real(path)
+
+    monkeypatch.setattr(writers, "_record_writer", second_fails)
+    with pytest.raises(fileio.OutputError, match=r"^cannot write output .*b\.tfrecord: .*No space left"):
+        writers.AtomicRecordWriters([str(tmp_path / "new1" / "a.tfrecord"), str(tmp_path / "new2" / "b.tfrecord")])
+    assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
 def test_a_temporary_that_cannot_be_removed_is_named_in_a_warning(tmp_path, monkeypatch, caplog):
