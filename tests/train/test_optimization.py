@@ -338,6 +338,8 @@ def test_create_optimizer_builds_the_originals_defaults():
     assert isinstance(lamb._learning_rate, WarmupPolynomialDecay)  # pylint: disable=protected-access
     assert float(lamb.learning_rate) == 0.0  # step 0 of the warmup
     assert float(adamw.learning_rate) == pytest.approx(1e-4)
+    late = create_optimizer("adamw", 1e-4, 10, start_warmup_step=5)  # no warmup asked: none, wherever it starts
+    assert float(late.learning_rate) == pytest.approx(1e-4)
     with pytest.raises(ValueError, match="lamb"):
         create_optimizer("sgd", 0.1, 10)
 
