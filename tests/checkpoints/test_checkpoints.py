@@ -21,7 +21,7 @@ from albert_tf.checkpoints import (
     save_checkpoint,
 )
 from albert_tf.config import AlbertConfig
-from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
+from albert_tf.model import AlbertForMultipleChoice, AlbertForPretraining, AlbertModel, dummy_inputs
 from tests.helpers import FIXTURES_DIR, randomize
 
 REFERENCE = os.path.join(FIXTURES_DIR, "reference")
@@ -175,6 +175,24 @@ def test_original_layout_of_sop_and_attention_weights(tmp_path):
     fresh = AlbertForPretraining(config)
     load_checkpoint(fresh, prefix)
     _assert_same_outputs(model, fresh, inputs)
+
+
+def test_a_multiple_choice_head_is_the_originals_one_output(tmp_path):
+    """run_race's head: `output_weights` [1, H] (our kernel transposed) and `output_bias` [1], read from a model
+    not yet built and written back into a fresh one."""
+    config = _config()
+    model = AlbertForMultipleChoice(config, dropout_prob=0.0)
+    arrays = model_arrays(model)
+    kernel = model.output_layer.kernel.numpy()
+    assert arrays["output_weights"].shape == (1, config.hidden_size) and arrays["output_bias"].shape == (1,)
+    np.testing.assert_array_equal(arrays["output_weights"], kernel.T)
+    randomize(model, 3)
+    prefix = str(tmp_path / "race")
+    save_checkpoint(model, prefix, "original")
+    again = AlbertForMultipleChoice(config, dropout_prob=0.0)
+    assert not load_checkpoint(again, prefix).missing
+    np.testing.assert_array_equal(again.output_layer.kernel.numpy(), model.output_layer.kernel.numpy())
+    np.testing.assert_array_equal(again.output_layer.bias.numpy(), model.output_layer.bias.numpy())
 
 
 def test_hand_built_tf1_with_module_prefix_global_step_and_slots(tmp_path):
