@@ -27,14 +27,12 @@ class Entry:
       variable: the Keras variable it loads into.
       tf1_shape: the shape the original stores.
       transpose: the original stores the transpose of our (reshaped) matrix.
-      required: part of the encoder (never silently left at random init when loading).
     """
 
     name: str
     variable: object
     tf1_shape: tuple
     transpose: bool = False
-    required: bool = True
 
     def to_keras(self, array):
         """TF1 array -> value for `variable`; raises ValueError naming the variable on a shape mismatch."""
@@ -54,17 +52,17 @@ class Entry:
         return array.reshape(self.tf1_shape)
 
 
-def _dense(prefix, layer, required=True):
+def _dense(prefix, layer):
     kernel, bias = layer.kernel, layer.bias
     out_size = int(np.prod(bias.shape))
     in_size = int(np.prod(kernel.shape)) // out_size
-    return [Entry(f"{prefix}/kernel", kernel, (in_size, out_size), required=required),
-            Entry(f"{prefix}/bias", bias, (out_size,), required=required)]
+    return [Entry(f"{prefix}/kernel", kernel, (in_size, out_size)),
+            Entry(f"{prefix}/bias", bias, (out_size,))]
 
 
-def _layer_norm(prefix, layer, required=True):
-    return [Entry(f"{prefix}/gamma", layer.gamma, tuple(layer.gamma.shape), required=required),
-            Entry(f"{prefix}/beta", layer.beta, tuple(layer.beta.shape), required=required)]
+def _layer_norm(prefix, layer):
+    return [Entry(f"{prefix}/gamma", layer.gamma, tuple(layer.gamma.shape)),
+            Entry(f"{prefix}/beta", layer.beta, tuple(layer.beta.shape))]
 
 
 def block_entries(scope, block):
@@ -104,15 +102,13 @@ def encoder_entries(albert, prefix="bert"):
 def pretraining_head_entries(model):
     """Entries of the MLM and SOP heads of an `AlbertForPretraining`, under `cls/`."""
     mlm = model.masked_lm
-    entries = _dense("cls/predictions/transform/dense", mlm.transform, required=False)
-    entries += _layer_norm("cls/predictions/transform/LayerNorm", mlm.layer_norm, required=False)
-    entries.append(Entry("cls/predictions/output_bias", mlm.output_bias, tuple(mlm.output_bias.shape),
-                         required=False))
+    entries = _dense("cls/predictions/transform/dense", mlm.transform)
+    entries += _layer_norm("cls/predictions/transform/LayerNorm", mlm.layer_norm)
+    entries.append(Entry("cls/predictions/output_bias", mlm.output_bias, tuple(mlm.output_bias.shape)))
     sop = model.seq_relationship
     hidden = int(sop.kernel.shape[0])
-    entries.append(Entry("cls/seq_relationship/output_weights", sop.kernel, (2, hidden), transpose=True,
-                         required=False))
-    entries.append(Entry("cls/seq_relationship/output_bias", sop.bias, (2,), required=False))
+    entries.append(Entry("cls/seq_relationship/output_weights", sop.kernel, (2, hidden), transpose=True))
+    entries.append(Entry("cls/seq_relationship/output_bias", sop.bias, (2,)))
     return entries
 
 
@@ -120,9 +116,8 @@ def output_layer_entries(model, num_outputs):
     """The original's task head of `run_classifier` / `run_race`: `output_weights` [num_outputs, H] (the
     transpose of our kernel) and `output_bias`."""
     dense = model.output_layer
-    return [Entry("output_weights", dense.kernel, (num_outputs, model.config.hidden_size), transpose=True,
-                  required=False),
-            Entry("output_bias", dense.bias, (num_outputs,), required=False)]
+    return [Entry("output_weights", dense.kernel, (num_outputs, model.config.hidden_size), transpose=True),
+            Entry("output_bias", dense.bias, (num_outputs,))]
 
 
 def squad_head_entries(model):
@@ -132,19 +127,19 @@ def squad_head_entries(model):
     h = model.config.hidden_size
     if not model.version_2:
         dense = model.output_layer
-        return [Entry("cls/squad/output_weights", dense.kernel, (2, h), transpose=True, required=False),
-                Entry("cls/squad/output_bias", dense.bias, (2,), required=False)]
+        return [Entry("cls/squad/output_weights", dense.kernel, (2, h), transpose=True),
+                Entry("cls/squad/output_bias", dense.bias, (2,))]
 
     def dense(name, layer, in_size, out_size, bias=True):
-        entries = [Entry(f"{name}/kernel", layer.kernel, (in_size, out_size), required=False)]
+        entries = [Entry(f"{name}/kernel", layer.kernel, (in_size, out_size))]
         if bias:
-            entries.append(Entry(f"{name}/bias", layer.bias, (out_size,), required=False))
+            entries.append(Entry(f"{name}/bias", layer.bias, (out_size,)))
         return entries
 
     return (dense("start_logits/dense", model.start_dense, h, 1)
             + dense("end_logits/dense_0", model.end_dense_0, 2 * h, h)
-            + [Entry("end_logits/LayerNorm/gamma", model.end_layer_norm.gamma, (h,), required=False),
-               Entry("end_logits/LayerNorm/beta", model.end_layer_norm.beta, (h,), required=False)]
+            + [Entry("end_logits/LayerNorm/gamma", model.end_layer_norm.gamma, (h,)),
+               Entry("end_logits/LayerNorm/beta", model.end_layer_norm.beta, (h,))]
             + dense("end_logits/dense_1", model.end_dense_1, h, 1)
             + dense("answer_class/dense_0", model.answer_dense_0, 2 * h, h)
             + dense("answer_class/dense_1", model.answer_dense_1, h, 1, bias=False))
