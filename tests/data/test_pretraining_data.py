@@ -451,6 +451,10 @@ def test_writers_clear_stale_partials_and_undo_a_start_that_fails(tmp_path, monk
     with pytest.raises(fileio.OutputError, match=f"^cannot write --output_file {re.escape(str(tmp_path))}: it is a "
                                                  "directory$"):
         writers.AtomicRecordWriters([str(tmp_path)], what="--output_file")
+    blocker = out / "a.tfrecord"
+    with pytest.raises(fileio.OutputError, match=f"^cannot write output {re.escape(str(blocker / 'x' / 'b'))}: "
+                                                 f"{re.escape(str(blocker))} is not a directory$"):
+        writers.AtomicRecordWriters([str(blocker / "x" / "b")])
     # The second output cannot be opened: the first one's temporary and the folders made for both are removed.
     opened, real = [], writers._record_writer  # pylint: disable=protected-access
 
