@@ -678,6 +678,11 @@ def test_short_sequences_aim_at_a_uniform_length_from_2_to_max_num_tokens():
         lengths[(a1 - a0) + (b1 - b0)] += 1
     assert sorted(lengths) == list(range(2, config.max_num_tokens + 1))
     assert all(abs(n - 400) < 5 * 19 for n in lengths.values())  # 400 each, sd 19
+    for seed in range(50):  # chunks follow each other: every sentence of the document is read exactly once
+        read = collections.Counter()
+        for a0, a1, b0, b1, _ in instances.document_instances(docs, 0, config, random.Random(seed)):
+            read.update(t for t in [*range(a0, a1), *range(b0, b1)] if t < 100)
+        assert sorted(read) == list(range(40)) and set(read.values()) == {1}
     full = pdata.PretrainingConfig(max_seq_length=13, max_predictions_per_seq=2, short_seq_prob=0.0)
     first = [instances.document_instances(docs, 0, full, random.Random(seed))[0] for seed in range(50)]
     assert all((a1 - a0) + (b1 - b0) == 10 for a0, a1, b0, b1, _ in first)
