@@ -433,6 +433,10 @@ def test_remote_outputs_appear_on_commit_replacing_old_ones_and_vanish_on_abort(
             out.write(record)
         assert read(paths[0]) == [b"old"] and not tf.io.gfile.exists(paths[1])
     assert read(paths[0]) == [b"1", b"3"] and read(paths[1]) == [b"2"]
+    with writers.AtomicRecordWriters([f"{base}/new/deeper/d.tfrecord"]) as out:  # its folders made on the way
+        out.write(b"4")
+    assert tf.io.gfile.isdir(f"{base}/new/deeper") and read(f"{base}/new/deeper/d.tfrecord") == [b"4"]
+    tf.io.gfile.rmtree(f"{base}/new")
     aborted = writers.AtomicRecordWriters([f"{base}/out/c.tfrecord"])
     aborted.write(b"x")
     aborted.abort()
