@@ -444,6 +444,30 @@ def test_remote_outputs_appear_on_commit_replacing_old_ones_and_vanish_on_abort(
     assert sorted(left) == sorted(paths)
 
 
+def test_records_frames_and_workers_files_go_round_robin_from_where_the_last_write_left_off(tmp_path):
+    """`write`, `write_frame` and `append_framed` share one rotation over the outputs and one count per output."""
+    from albert_tf.data import tfrecord_writer  # pylint: disable=import-outside-toplevel
+
+    worker = tmp_path / "worker.tfrecord"
+    worker.write_bytes(tfrecord_writer.frame_records([b"w1", b"w2", b"w3", b"w4"]))
+    paths = [str(tmp_path / f"out-{i}.tfrecord") for i in range(3)]
+    with writers.AtomicRecordWriters(paths) as out:
+        out.write(b"r1")
+        for record in (b"f1", b"f2", b"f3"):
+            out.write_frame(tfrecord_writer.frame_records([record]))
+        out.append_framed(str(worker), 4)
+        out.write(b"r2")
+        assert out.counts == [3, 3, 3]
+    assert [[r.numpy() for r in tf.data.TFRecordDataset(p)] for p in paths] == [
+        [b"r1", b"f3", b"w3"], [b"f1", b"w1", b"w4"], [b"f2", b"w2", b"r2"]]
+    single = str(tmp_path / "single.tfrecord")
+    with writers.AtomicRecordWriters([single]) as out:
+        out.write_frame(tfrecord_writer.frame_records([b"f"]))
+        out.append_framed(str(worker), 4)
+        assert out.counts == [5]
+    assert [r.numpy() for r in tf.data.TFRecordDataset(single)] == [b"f", b"w1", b"w2", b"w3", b"w4"]
+
+
 def test_writers_clear_stale_partials_and_undo_a_start_that_fails(tmp_path, monkeypatch):
     out = tmp_path / "out"
     (out / fileio.STAGING_NAME).mkdir(parents=True)
