@@ -17,6 +17,7 @@ from albert_tf.checkpoints import (
     detect_format,
     load_checkpoint,
     model_arrays,
+    name_table,
     original,
     save_checkpoint,
 )
@@ -193,6 +194,9 @@ def test_a_multiple_choice_head_is_the_originals_one_output(tmp_path):
     assert not load_checkpoint(again, prefix).missing
     np.testing.assert_array_equal(again.output_layer.kernel.numpy(), model.output_layer.kernel.numpy())
     np.testing.assert_array_equal(again.output_layer.bias.numpy(), model.output_layer.bias.numpy())
+    weights = name_table.Entry("output_weights", model.output_layer.kernel, (1, config.hidden_size), transpose=True)
+    np.testing.assert_array_equal(weights.to_keras([list(range(config.hidden_size))]),  # array-likes too
+                                  np.arange(config.hidden_size).reshape(config.hidden_size, 1))
 
 
 def test_hand_built_tf1_with_module_prefix_global_step_and_slots(tmp_path):
@@ -230,6 +234,8 @@ def test_init_from_group0(tmp_path):
     model = _built(AlbertForPretraining, two_groups, seed=7)
     with pytest.raises(CheckpointError, match="group_1"):  # without the flag, group_1 is missing
         load_checkpoint(model, prefix)
+    _, result = name_table.assign_by_name(model, model_arrays(source), "huggingface")  # no flag: no filling in
+    assert result.missing and all("/group_1/" in name for name in result.missing)
     result = load_checkpoint(model, prefix, init_from_group0=True)
     assert not result.missing and not result.unused
     assert any("group_1" in name for name in result.loaded)
