@@ -236,6 +236,8 @@ def test_init_from_group0(tmp_path):
         load_checkpoint(model, prefix)
     _, result = name_table.assign_by_name(model, model_arrays(source), "huggingface")  # no flag: no filling in
     assert result.missing and all("/group_1/" in name for name in result.missing)
+    _, _, encoder_missing = original.FORMAT.load(model, prefix)  # a format's own load: no filling in either
+    assert encoder_missing == result.missing
     result = load_checkpoint(model, prefix, init_from_group0=True)
     assert not result.missing and not result.unused
     assert any("group_1" in name for name in result.loaded)
