@@ -25,10 +25,7 @@ _NOT_WEIGHTS = ("seed_generator", "/_metrics", "_tracker", "model/optimizer/")
 def object_keys(model, root=ROOT):
     """{checkpoint key: Keras variable} for every weight of `model`, as `tf.train.Checkpoint(model=model)`
     would name them."""
-    wanted = {}
-    for variable in model.weights:
-        wanted[id(variable)] = variable
-        wanted[id(getattr(variable, "value", variable))] = variable
+    wanted = {id(variable): variable for variable in model.weights}
     keys, seen = {}, set()
 
     def walk(obj, path):
@@ -42,8 +39,6 @@ def object_keys(model, root=ROOT):
             elif keras_internals.is_trackable(child):
                 walk(child, child_path)
 
-    if id(model) in wanted:
-        return keys
     walk(model, root)
     return keys
 

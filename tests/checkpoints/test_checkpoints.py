@@ -436,6 +436,44 @@ def test_native_round_trip_into_pretraining_and_encoder(tmp_path):
     _assert_same_outputs(encoder, pretraining.albert, _inputs(config))
 
 
+def test_native_keys_are_tf_checkpoints_own_and_an_excluded_head_is_not_written(tmp_path):
+    """`object_keys` names each weight once, as `tf.train.Checkpoint(model=...)` does; writing with `exclude_ids`
+    (the heads a converted input lacked) leaves exactly those out, under the same keys for the rest."""
+    from albert_tf.checkpoints import native  # pylint: disable=import-outside-toplevel
+
+    config = _config()
+    model = _built(AlbertForPretraining, config)
+    keys = native.object_keys(model)
+    whole = tf.train.Checkpoint(model=model).write(str(tmp_path / "whole"))
+    stored = {k for k, _ in tf.train.list_variables(whole)} - {"_CHECKPOINTABLE_OBJECT_GRAPH"}
+    assert set(keys) == stored and len(keys) == len(model.weights)
+
+    class Shared(keras.Model):  # one layer under two attributes: TF stores it once, by the first
+        def __init__(self):
+            super().__init__()
+            self.first = keras.layers.Dense(2)
+            self.second = self.first
+
+        def call(self, x):
+            return self.second(self.first(x))
+
+    shared = Shared()
+    shared(np.zeros((1, 2), np.float32))
+    written = tf.train.Checkpoint(model=shared).write(str(tmp_path / "shared"))
+    assert set(native.object_keys(shared)) == {k for k, _ in tf.train.list_variables(written)} - {
+        "_CHECKPOINTABLE_OBJECT_GRAPH"}
+    head = {id(v) for v in model.seq_relationship.weights}
+    prefix = native.FORMAT.write(model, str(tmp_path / "partial"), exclude_ids=head)
+    written = {k for k, _ in tf.train.list_variables(prefix)} - {"_CHECKPOINTABLE_OBJECT_GRAPH"}
+    assert written == {k for k, v in keys.items() if id(v) not in head} and len(written) == len(keys) - 2
+    again = _built(AlbertForPretraining, config, seed=4)
+    result = load_checkpoint(again, prefix)
+    assert sorted(result.missing) == sorted(k for k, v in keys.items() if id(v) in head) and not result.unused
+    for key, variable in native.object_keys(again).items():
+        if key not in result.missing:
+            np.testing.assert_array_equal(variable.numpy(), keys[key].numpy(), err_msg=key)
+
+
 def test_native_training_checkpoint_with_optimizer(tmp_path):
     """A checkpoint as training writes it: model, optimizer state and step, through a CheckpointManager.
 
