@@ -498,6 +498,31 @@ def test_writers_clear_stale_partials_and_undo_a_start_that_fails(tmp_path, monk
     assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
+def test_a_commit_that_fails_closes_every_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    """A file that cannot be closed (a full disk at the last flush), or published: the error names that output,
+    the other files are closed all the same, and no temporary is left."""
+    paths = [str(tmp_path / f"out-{i}.tfrecord") for i in range(3)]
+    out = writers.AtomicRecordWriters(paths)
+    for record in (b"1", b"2", b"3"):
+        out.write(record)
+    files = list(out._writers)  # pylint: disable=protected-access
+
+    def full(*_):
+        raise OSError(28, "No space left on device")
+
+    files[0].close = full
+    with pytest.raises(fileio.OutputError, match=f"^cannot write output {re.escape(paths[0])}: .*No space left"):
+        out.commit()
+    assert all(f._file.closed for f in files[1:])  # pylint: disable=protected-access
+    assert os.listdir(tmp_path) == []
+    out = writers.AtomicRecordWriters(paths)
+    out.write(b"1")
+    monkeypatch.setattr(writers, "_rename", full)
+    with pytest.raises(fileio.OutputError, match=f"^cannot write output {re.escape(paths[0])}: .*No space left"):
+        out.commit()
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_temporary_that_cannot_be_removed_is_named_in_a_warning(tmp_path, monkeypatch, caplog):
     out = writers.AtomicRecordWriters([str(tmp_path / "a.tfrecord")])
     out.write(b"x")
