@@ -851,6 +851,27 @@ def test_error_bad_input_file(tmp_path, out_dir, content, message):
     assert_nothing_written(out_dir)
 
 
+def test_binary_input_is_told_by_its_first_64_kib(tmp_path):
+    """A NUL byte, or more than 5% of control bytes, in the first 64 KiB; what comes after is read as text."""
+    from albert_tf.data.pretraining import shards  # pylint: disable=import-outside-toplevel
+
+    line = b"a sentence of plain text.\n"
+    text = line * (65536 // len(line) + 10)
+    late = tmp_path / "late.txt"
+    late.write_bytes(text[:65536] + b"\x00" + text[65536:])
+    shards.check_input_file(str(late))
+    early = tmp_path / "early.txt"
+    early.write_bytes(text[:65535] + b"\x00" + text[65535:])
+    with pytest.raises(pdata.PretrainingDataError, match=r"early\.txt' looks binary \(it contains NUL bytes\)"):
+        shards.check_input_file(str(early))
+    controls = tmp_path / "controls.txt"  # 6 control bytes in 100: over 5%
+    controls.write_bytes(b"\x01" * 6 + b"a" * 94)
+    with pytest.raises(pdata.PretrainingDataError, match=r"looks binary \(6 control bytes in the first 100\)"):
+        shards.check_input_file(str(controls))
+    controls.write_bytes(b"\x01" * 5 + b"a" * 95)  # 5%: text
+    shards.check_input_file(str(controls))
+
+
 def test_error_only_short_documents(tmp_path, out_dir):
     short = tmp_path / "short.txt"
     short.write_text("Hi\n\nYo\n", encoding="utf-8")
