@@ -6,15 +6,12 @@ The shard rule is part of what fixes the output bytes (docs/pretraining_data.md,
 
 import contextlib
 import dataclasses
-import logging
 import os
 
 import numpy as np
 
 from albert_tf import fileio
 from albert_tf.data.pretraining.config import PretrainingDataError
-
-logger = logging.getLogger(__name__)
 
 # Input shard size in MB of text (docs/pretraining_data.md, "Bounded memory"). Part of what determines the output
 # bytes.
