@@ -4,6 +4,7 @@ import collections
 import dataclasses
 import glob
 import hashlib
+import io
 import logging
 import math
 import os
@@ -849,6 +850,38 @@ def test_error_bad_input_file(tmp_path, out_dir, content, message):
     with pytest.raises(pdata.PretrainingDataError, match=f"bad.txt.*{message}"):
         pdata.create_pretraining_data(str(bad), [str(out_dir / "x.tfrecord")], spm_model_file=SPM)
     assert_nothing_written(out_dir)
+
+
+def test_remote_inputs_are_read_through_gfile_or_the_file_systems_installed(tmp_path, monkeypatch):
+    """A remote input (TF's in-memory filesystem here) gives the records its local copy gives; a Beam worker's
+    own file systems, once installed, open and size remote paths instead of TensorFlow."""
+    from albert_tf.data.pretraining import shards  # pylint: disable=import-outside-toplevel
+
+    with open(os.path.join(CORPUS_DIR, "sample_text.txt"), "rb") as f:
+        data = f.read()
+    remote = "ram://remote-inputs/sample_text.txt"
+    with tf.io.gfile.GFile(remote, "wb") as f:
+        f.write(data)
+    local = tmp_path / "sample_text.txt"
+    local.write_bytes(data)
+    config = pdata.PretrainingConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=1)
+    outputs = []
+    for source in (str(local), remote):
+        outputs.append(str(tmp_path / f"{len(outputs)}.tfrecord"))
+        pdata.create_pretraining_data(source, outputs[-1:], spm_model_file=SPM, config=config)
+    with open(outputs[0], "rb") as first, open(outputs[1], "rb") as second:
+        assert first.read() == second.read()
+    monkeypatch.setattr(shards, "_REMOTE_IO", {})
+    opened = []
+
+    def beam_open(path):
+        opened.append(path)
+        return io.BytesIO(data)
+
+    shards.use_remote_io(beam_open, lambda path: len(data))
+    assert shards.file_cuts("beamfs://bucket/sample_text.txt", 1000)[-1] == len(data)
+    assert opened and set(opened) == {"beamfs://bucket/sample_text.txt"}
+    assert shards.file_cuts(str(local), 1000) == shards.file_cuts("beamfs://bucket/sample_text.txt", 1000)
 
 
 def test_binary_input_is_told_by_its_first_64_kib(tmp_path):
