@@ -499,6 +499,17 @@ def test_writers_clear_stale_partials_and_undo_a_start_that_fails(tmp_path, monk
     assert sorted(os.listdir(tmp_path)) == ["out"]
 
 
+def test_outputs_named_twice_are_refused_and_a_remote_write_error_names_its_output(tmp_path):
+    same = [str(tmp_path / "a.tfrecord"), str(tmp_path / "sub" / ".." / "a.tfrecord")]
+    with pytest.raises(pdata.PretrainingDataError, match="output files repeat a name"):
+        writers.AtomicRecordWriters(same)
+    out = writers.AtomicRecordWriters([str(tmp_path / "b.tfrecord")])
+    with pytest.raises(fileio.OutputError, match=r"^cannot write output gs://bucket/b\.tfrecord: .*denied"):
+        with out.writing("gs://bucket/b.tfrecord"):  # TensorFlow's errors, as a remote write raises them
+            raise tf.errors.PermissionDeniedError(None, None, "access denied")
+    out.abort()
+
+
 def test_a_commit_that_fails_closes_every_file_and_leaves_no_temporary(tmp_path, monkeypatch):
     """A file that cannot be closed (a full disk at the last flush), or published: the error names that output,
     the other files are closed all the same, and no temporary is left."""
