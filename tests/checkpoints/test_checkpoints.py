@@ -18,6 +18,7 @@ from albert_tf.checkpoints import (
     load_checkpoint,
     model_arrays,
     name_table,
+    native,
     original,
     save_checkpoint,
 )
@@ -439,8 +440,6 @@ def test_native_round_trip_into_pretraining_and_encoder(tmp_path):
 def test_native_keys_are_tf_checkpoints_own_and_an_excluded_head_is_not_written(tmp_path):
     """`object_keys` names each weight once, as `tf.train.Checkpoint(model=...)` does; writing with `exclude_ids`
     (the heads a converted input lacked) leaves exactly those out, under the same keys for the rest."""
-    from albert_tf.checkpoints import native  # pylint: disable=import-outside-toplevel
-
     config = _config()
     model = _built(AlbertForPretraining, config)
     keys = native.object_keys(model)
@@ -472,6 +471,7 @@ def test_native_keys_are_tf_checkpoints_own_and_an_excluded_head_is_not_written(
     again = _built(AlbertForPretraining, config, seed=4)
     result = load_checkpoint(again, prefix)
     assert sorted(result.missing) == sorted(k for k, v in keys.items() if id(v) in head) and not result.unused
+    assert sorted(result.loaded) == sorted(k for k, v in keys.items() if id(v) not in head)
     for key, variable in native.object_keys(again).items():
         if key not in result.missing:
             np.testing.assert_array_equal(variable.numpy(), keys[key].numpy(), err_msg=key)
@@ -505,7 +505,10 @@ def test_native_training_checkpoint_with_optimizer(tmp_path):
     _assert_same_outputs(model, fresh, inputs)
     encoder = _built(AlbertModel, config, seed=2)
     result = load_checkpoint(encoder, manager.latest_checkpoint)
-    assert not result.missing
+    assert not result.missing and len(result.loaded) == len(encoder.weights)
+    # The heads, unused, are named by their place in the model, not by the optimizer's key they were stored under.
+    heads = {k for k in native.object_keys(model) if not k.startswith("model/albert/")}
+    assert set(result.unused) == heads
     _assert_same_outputs(model.albert, encoder, inputs)
 
 

@@ -461,6 +461,10 @@ def test_records_frames_and_workers_files_go_round_robin_from_where_the_last_wri
         assert out.counts == [3, 3, 3]
     assert [[r.numpy() for r in tf.data.TFRecordDataset(p)] for p in paths] == [
         [b"r1", b"f3", b"w3"], [b"f1", b"w1", b"w4"], [b"f2", b"w2", b"r2"]]
+    pair = [str(tmp_path / f"pair-{i}.tfrecord") for i in range(2)]
+    with writers.AtomicRecordWriters(pair) as out:
+        out.append_framed(str(worker), 4)
+    assert [[r.numpy() for r in tf.data.TFRecordDataset(p)] for p in pair] == [[b"w1", b"w3"], [b"w2", b"w4"]]
     single = str(tmp_path / "single.tfrecord")
     with writers.AtomicRecordWriters([single]) as out:
         out.write_frame(tfrecord_writer.frame_records([b"f"]))
