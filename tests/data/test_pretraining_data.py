@@ -918,7 +918,7 @@ def test_binary_input_is_told_by_its_first_64_kib(tmp_path):
         shards.check_input_file(str(controls))
     controls.write_bytes(b"\x01" * 5 + b"a" * 95)  # 5%: text
     shards.check_input_file(str(controls))
-    controls.write_bytes(b"\x7f" * 3 + b"\x1b" * 3 + b"\t\r\n\x0b\x0c" * 10 + b"a" * 44)  # DEL counts; tab, CR... not
+    controls.write_bytes(b"\x7f" * 3 + b"\x1f" * 3 + b"\t\r\n\x0b\x0c" * 10 + b"a" * 44)  # DEL counts; tab, CR... not
     with pytest.raises(pdata.PretrainingDataError, match=r"looks binary \(6 control bytes in the first 100\)"):
         shards.check_input_file(str(controls))
 
