@@ -450,27 +450,27 @@ def test_records_frames_and_workers_files_go_round_robin_from_where_the_last_wri
     from albert_tf.data import tfrecord_writer  # pylint: disable=import-outside-toplevel
 
     worker = tmp_path / "worker.tfrecord"
-    worker.write_bytes(tfrecord_writer.frame_records([b"w1", b"w2", b"w3", b"w4"]))
+    worker.write_bytes(tfrecord_writer.frame_records([b"w1", b"w2", b"w3", b"w4", b"w5"]))
     paths = [str(tmp_path / f"out-{i}.tfrecord") for i in range(3)]
     with writers.AtomicRecordWriters(paths) as out:
         out.write(b"r1")
         for record in (b"f1", b"f2", b"f3"):
             out.write_frame(tfrecord_writer.frame_records([record]))
-        out.append_framed(str(worker), 4)
+        out.append_framed(str(worker), 5)
         out.write(b"r2")
-        assert out.counts == [3, 3, 3]
+        assert out.counts == [4, 3, 3]
     assert [[r.numpy() for r in tf.data.TFRecordDataset(p)] for p in paths] == [
-        [b"r1", b"f3", b"w3"], [b"f1", b"w1", b"w4"], [b"f2", b"w2", b"r2"]]
+        [b"r1", b"f3", b"w3", b"r2"], [b"f1", b"w1", b"w4"], [b"f2", b"w2", b"w5"]]
     pair = [str(tmp_path / f"pair-{i}.tfrecord") for i in range(2)]
     with writers.AtomicRecordWriters(pair) as out:
-        out.append_framed(str(worker), 4)
-    assert [[r.numpy() for r in tf.data.TFRecordDataset(p)] for p in pair] == [[b"w1", b"w3"], [b"w2", b"w4"]]
+        out.append_framed(str(worker), 5)
+    assert [[r.numpy() for r in tf.data.TFRecordDataset(p)] for p in pair] == [[b"w1", b"w3", b"w5"], [b"w2", b"w4"]]
     single = str(tmp_path / "single.tfrecord")
     with writers.AtomicRecordWriters([single]) as out:
         out.write_frame(tfrecord_writer.frame_records([b"f"]))
-        out.append_framed(str(worker), 4)
-        assert out.counts == [5]
-    assert [r.numpy() for r in tf.data.TFRecordDataset(single)] == [b"f", b"w1", b"w2", b"w3", b"w4"]
+        out.append_framed(str(worker), 5)
+        assert out.counts == [6]
+    assert [r.numpy() for r in tf.data.TFRecordDataset(single)] == [b"f", b"w1", b"w2", b"w3", b"w4", b"w5"]
 
 
 def test_writers_clear_stale_partials_and_undo_a_start_that_fails(tmp_path, monkeypatch):
