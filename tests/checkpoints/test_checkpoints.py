@@ -464,6 +464,8 @@ def test_native_keys_are_tf_checkpoints_own_and_an_excluded_head_is_not_written(
     head = {id(v) for v in model.seq_relationship.weights}
     prefix = native.FORMAT.write(model, str(tmp_path / "partial"), exclude_ids=head)
     save_checkpoint(model, str(tmp_path / "tf1"), "original")
+    unbuilt = native.FORMAT.write(AlbertForPretraining(config), str(tmp_path / "unbuilt"))  # built to be written
+    assert {k for k, _ in tf.train.list_variables(unbuilt)} - {"_CHECKPOINTABLE_OBJECT_GRAPH"} == set(keys)
     assert native.is_native(prefix) is True and native.is_native(str(tmp_path / "tf1")) is False  # no object graph
     assert native.is_native(str(tmp_path / "missing")) is False
     written = {k for k, _ in tf.train.list_variables(prefix)} - {"_CHECKPOINTABLE_OBJECT_GRAPH"}

@@ -5,6 +5,7 @@ import dataclasses
 import glob
 import hashlib
 import io
+import itertools
 import logging
 import math
 import os
@@ -897,6 +898,35 @@ def test_remote_inputs_are_read_through_gfile_or_the_file_systems_installed(tmp_
     assert shards.file_cuts("beamfs://bucket/sample_text.txt", 1000)[-1] == len(data)
     assert opened and set(opened) == {"beamfs://bucket/sample_text.txt"}
     assert shards.file_cuts(str(local), 1000) == shards.file_cuts("beamfs://bucket/sample_text.txt", 1000)
+
+
+def _cuts_by_the_rule(data, shard_bytes):
+    """The shard rule over a file's lines: from the line holding the byte `shard_bytes - 1` past the previous cut,
+    cut after the first blank line that follows it; no cut at the very end."""
+    ends = list(itertools.accumulate(len(line) for line in data.splitlines(keepends=True)))
+    starts = [0] + ends[:-1]
+    cuts = [0]
+    while len(data) - cuts[-1] > shard_bytes:
+        target = cuts[-1] + shard_bytes - 1
+        holder = next(i for i, (a, b) in enumerate(zip(starts, ends)) if a <= target < b)
+        blank = next((i for i in range(holder + 1, len(ends)) if not data[starts[i]:ends[i]].strip()), None)
+        if blank is None or ends[blank] >= len(data):
+            break
+        cuts.append(ends[blank])
+    return cuts + [len(data)]
+
+
+def test_shards_are_cut_after_the_first_blank_line_past_each_target(tmp_path):
+    from albert_tf.data.pretraining import shards  # pylint: disable=import-outside-toplevel
+
+    rng = random.Random(5)
+    path = tmp_path / "docs.txt"
+    for trial in range(60):
+        lines = [b"\n" if rng.random() < 0.3 else b"w" * rng.randint(1, 12) + b"\n" for _ in range(rng.randint(3, 40))]
+        data = b"x\n" + b"".join(lines)
+        path.write_bytes(data)
+        for shard_bytes in (1, 2, 3, 5, 8, 13, 40):
+            assert shards.file_cuts(str(path), shard_bytes) == _cuts_by_the_rule(data, shard_bytes), (trial, data)
 
 
 def test_binary_input_is_told_by_its_first_64_kib(tmp_path):
