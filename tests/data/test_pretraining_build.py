@@ -79,3 +79,27 @@ def test_the_encoding_batch_does_not_change_the_records(shard, tables, monkeypat
     default = list(build.shard_records(shard, config, tables))
     monkeypatch.setattr(build, "_ENCODE_BATCH", 2)
     assert list(build.shard_records(shard, config, tables)) == default
+
+
+def test_a_shard_reads_its_byte_range_into_documents_of_two_tokens_or_more(tmp_path, tables):
+    """Documents end at blank lines and at the shard's end (a line of no pieces, a zero-width space, ends
+    nothing); one of a single token is skipped (its token stays in the flat array), one of two is kept; the shard's
+    bytes are its range of the file, not the file."""
+    from albert_tf.data.pretraining import shards  # pylint: disable=import-outside-toplevel
+
+    head, text = "Skipped text before the shard.\n\n", "The cat.\n\u200b\nsat\n\nyes\n\n\na b"
+    path = tmp_path / "range.txt"
+    path.write_text(head + text, encoding="utf-8")
+    start, size = len(head.encode("utf-8")), len((head + text).encode("utf-8"))
+    read = shards.read_shard_documents(shards.InputShard(0, 0, 0, str(path), start, size), tables)
+    tokenizer = tokenization.FullTokenizer(spm_model_file=SPM)
+    ids = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line)) for line in ("The cat.", "sat", "yes", "a b")]
+    assert [len(i) for i in ids[2:]] == [1, 2] and not tokenizer.tokenize("\u200b")
+    assert read.tokens.tolist() == sum(ids, [])
+    n1, n2 = len(ids[0]), len(ids[0]) + len(ids[1])
+    assert read.bounds == [[0, n1, n2], [n2 + 1, n2 + 3]] and read.skipped == 1
+    assert read.text_bytes == size - start and read.document_tokens(1).tolist() == ids[3]
+    assert read.word_start.tolist() == tables.word_start[read.tokens].tolist()
+    with pytest.raises(pdata.PretrainingDataError, match="shard_size_mb must be positive, got 0"):
+        shards.shard_bytes_of(0)
+    assert shards.shard_bytes_of(1e-9) == 1 and shards.shard_bytes_of(0.5) == 500_000
