@@ -18,14 +18,15 @@ from albert_tf.model import AlbertModel
 from albert_tf.tasks.classification import build_classifier
 from tests.helpers import DATA_DIR, REPO, SPM, assert_one_line_error, subprocess_env, tree_snapshot
 
+# "{tmp}" is the test's own empty folder: a file left in a shared /tmp would turn the flag error into another.
 BAD_FLAG_RUNS = {
     "run_pretraining.py": ["--albert_config_file=data/albert_config_tiny.json", "--input_file=x"],
-    "run_classifier.py": ["--task_name=sst-2", "--output_dir=/tmp/x"],
-    "run_squad.py": ["--albert_config_file=x.json", "--output_dir=/tmp/x"],
-    "run_race.py": ["--task_name=squad", "--data_dir=/tmp"],
+    "run_classifier.py": ["--task_name=sst-2", "--output_dir={tmp}/x"],
+    "run_squad.py": ["--albert_config_file=x.json", "--output_dir={tmp}/x"],
+    "run_race.py": ["--task_name=squad", "--data_dir={tmp}"],
     "export_model.py": ["--export_type=onnx"],
-    "predict.py": ["--export_dir=/tmp/x"],
-    "create_pretraining_data.py": ["--output_file=/tmp/x.tfrecord"],
+    "predict.py": ["--export_dir={tmp}/x"],
+    "create_pretraining_data.py": ["--output_file={tmp}/x.tfrecord"],
 }
 
 
@@ -36,8 +37,8 @@ def _run(script, args, timeout=300):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(BAD_FLAG_RUNS))
-def test_a_usage_error_is_one_line_with_status_2(script):
-    result = _run(script, BAD_FLAG_RUNS[script])
+def test_a_usage_error_is_one_line_with_status_2(script, tmp_path):
+    result = _run(script, [arg.format(tmp=tmp_path) for arg in BAD_FLAG_RUNS[script]])
     assert result.returncode == 2, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith(f"{script}: error: ") and "Traceback" not in result.stderr
