@@ -47,7 +47,8 @@ def test_a_usage_error_is_one_line_with_status_2(script, tmp_path):
 @pytest.mark.slow
 def test_a_missing_input_file_is_one_line_with_status_1(tmp_path):
     result = _run("create_pretraining_data.py", [f"--input_file={tmp_path / 'missing.txt'}",
-                                                 f"--output_file={tmp_path / 'out.tfrecord'}", f"--spm_model_file={SPM}"])
+                                                 f"--output_file={tmp_path / 'out.tfrecord'}",
+                                                 f"--spm_model_file={SPM}"])
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == \
         f"create_pretraining_data.py: error: no input files matched '{tmp_path / 'missing.txt'}'"
