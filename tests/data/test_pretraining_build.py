@@ -7,7 +7,7 @@ import random
 import pytest
 
 from albert_tf.data import pretraining as pdata
-from albert_tf.data.pretraining import build
+from albert_tf.data.pretraining import build, shards
 from albert_tf.text import tokenization
 from tests.helpers import SPM
 
@@ -85,8 +85,6 @@ def test_a_shard_reads_its_byte_range_into_documents_of_two_tokens_or_more(tmp_p
     """Documents end at blank lines and at the shard's end (a line of no pieces, a zero-width space, ends
     nothing); one of a single token is skipped (its token stays in the flat array), one of two is kept; the shard's
     bytes are its range of the file, not the file."""
-    from albert_tf.data.pretraining import shards  # pylint: disable=import-outside-toplevel
-
     head, text = "Skipped text before the shard.\n\n", "The cat.\n\u200b\nsat\n\nyes\n\n\na b"
     path = tmp_path / "range.txt"
     path.write_text(head + text, encoding="utf-8")

@@ -20,7 +20,8 @@ import tensorflow as tf
 
 from albert_tf import fileio
 from albert_tf.data import pretraining as pdata
-from albert_tf.data.pretraining import instances, writers
+from albert_tf.data import tfrecord_writer
+from albert_tf.data.pretraining import instances, shards, writers
 from albert_tf.text import tokenization
 from tests.data.original_algorithm import OriginalAlgorithm
 from tests.helpers import FIXTURES_DIR
@@ -370,8 +371,6 @@ def test_local_outputs_need_no_tensorflow(tmp_path):
 def test_remote_writer_appends_worker_frames(tmp_path):
     """Remote outputs go through `tf.io` (here TF's in-memory filesystem); a worker's framed file is appended
     record by record."""
-    from albert_tf.data import tfrecord_writer  # pylint: disable=import-outside-toplevel
-
     part = tmp_path / "worker.tfrecord"
     part.write_bytes(tfrecord_writer.frame_records([b"b" * 70, b"", b"c"]))
     writer = writers._record_writer("ram://remote-writer/out.tfrecord")  # pylint: disable=protected-access
@@ -448,8 +447,6 @@ def test_remote_outputs_appear_on_commit_replacing_old_ones_and_vanish_on_abort(
 
 def test_records_frames_and_workers_files_go_round_robin_from_where_the_last_write_left_off(tmp_path):
     """`write`, `write_frame` and `append_framed` share one rotation over the outputs and one count per output."""
-    from albert_tf.data import tfrecord_writer  # pylint: disable=import-outside-toplevel
-
     worker = tmp_path / "worker.tfrecord"
     worker.write_bytes(tfrecord_writer.frame_records([b"w1", b"w2", b"w3", b"w4", b"w5"]))
     paths = [str(tmp_path / f"out-{i}.tfrecord") for i in range(3)]
@@ -871,8 +868,6 @@ def test_error_bad_input_file(tmp_path, out_dir, content, message):
 def test_remote_inputs_are_read_through_gfile_or_the_file_systems_installed(tmp_path, monkeypatch):
     """A remote input (TF's in-memory filesystem here) gives the records its local copy gives; a Beam worker's
     own file systems, once installed, open and size remote paths instead of TensorFlow."""
-    from albert_tf.data.pretraining import shards  # pylint: disable=import-outside-toplevel
-
     with open(os.path.join(CORPUS_DIR, "sample_text.txt"), "rb") as f:
         data = f.read()
     remote = "ram://remote-inputs/sample_text.txt"
@@ -917,8 +912,6 @@ def _cuts_by_the_rule(data, shard_bytes):
 
 
 def test_shards_are_cut_after_the_first_blank_line_past_each_target(tmp_path):
-    from albert_tf.data.pretraining import shards  # pylint: disable=import-outside-toplevel
-
     rng = random.Random(5)
     path = tmp_path / "docs.txt"
     for trial in range(60):
@@ -931,8 +924,6 @@ def test_shards_are_cut_after_the_first_blank_line_past_each_target(tmp_path):
 
 def test_binary_input_is_told_by_its_first_64_kib(tmp_path):
     """A NUL byte, or more than 5% of control bytes, in the first 64 KiB; what comes after is read as text."""
-    from albert_tf.data.pretraining import shards  # pylint: disable=import-outside-toplevel
-
     line = b"a sentence of plain text.\n"
     text = line * (65536 // len(line) + 10)
     late = tmp_path / "late.txt"
@@ -1062,7 +1053,6 @@ def test_command_line(tmp_path):
 def test_record_writers_refuse_a_protected_input_before_opening_any_output(tmp_path):
     """The TFRecord writers rename their own temporaries, so they check every output against the inputs of the
     run in progress (`fileio.inputs_protected`) before the first is opened."""
-    from albert_tf import fileio  # pylint: disable=import-outside-toplevel
     from albert_tf.errors import UsageError  # pylint: disable=import-outside-toplevel
 
     kept = tmp_path / "b.tfrecord"
