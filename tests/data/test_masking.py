@@ -317,6 +317,81 @@ def test_wordpiece_orphans_are_never_masked_sentencepiece_ones_join_a_word(token
             assert all(8 in result["masked_lm_positions"][r] for r in rows)  # with A's last word
 
 
+# ----------------------------------------------------------------------------------------------------- exactly
+def _documented_bits(seed, file_index, record_index, pass_index, count):
+    """The draws of one record as the module docstring defines them: one stateless uniform uint32 call keyed by
+    ((seed << 32) + pass, 2**62 + (file << 40) + record)."""
+    key = [((seed & 0x7FFFFFFF) << 32) + pass_index, (1 << 62) + (file_index << 40) + record_index]
+    return tf.random.stateless_uniform([count], tf.constant(key, tf.int64), minval=None, maxval=None,
+                                       dtype=tf.uint32).numpy()
+
+
+def _greedy_mask(originals, length, words, bits, config):
+    """One record's online mask, sequence by sequence in plain Python from the rules of the module docstring:
+    (positions, labels, final ids at them)."""
+    slots, seq = config.max_predictions_per_seq, len(originals)
+    floats = (bits[:2 * seq + 2 * slots] >> 8).astype(np.float32) * np.float32(1.0 / (1 << 24))
+    visit, n_draw = floats[:seq], floats[seq:2 * seq]
+    mask_draw, keep_draw = floats[2 * seq:2 * seq + slots], floats[2 * seq + slots:]
+    random_index = bits[-slots:].astype(np.int64) % len(config.vocab_ids)
+    pieces = {}
+    for position, word in words.items():
+        pieces.setdefault(word, []).append(position)
+    num_words = len(pieces)
+    budget = min(slots, max(1, round(float(length) * config.masked_lm_budget)))
+    cdf = [np.float32(c) for c in pdata.ngram_cdf(config.ngram, config.favor_shorter_ngram)[:-1]]
+    covered, taken = set(), 0
+    for t, start in enumerate(sorted(range(num_words), key=lambda w: (visit[w], w))):
+        if taken >= budget:
+            break
+        n = 1 + sum(n_draw[t] >= c for c in cdf)
+        m = min(n, num_words - start)
+        while m > 0 and sum(len(pieces[w]) for w in range(start, start + m)) > budget - taken:
+            m -= 1
+        if m == 0 or covered & set(range(start, start + m)):
+            continue
+        covered |= set(range(start, start + m))
+        taken += sum(len(pieces[w]) for w in range(start, start + m))
+    positions = sorted(p for w in covered for p in pieces[w])
+    labels = originals[positions]
+    final = [config.mask_id if mask_draw[i] < 0.8 else label if keep_draw[i] < 0.5
+             else config.vocab_ids[random_index[i]] for i, label in enumerate(labels)]
+    return positions, labels, final
+
+
+@pytest.mark.parametrize("overrides", [
+    {}, {"favor_shorter_ngram": False, "masked_lm_budget": 0.3}, {"ngram": 1, "seed": 99},
+    {"do_whole_word_mask": False, "ngram": 4}, {"skip_orphans": True, "masked_lm_budget": 0.07}])
+def test_masks_equal_the_documented_algorithm_run_record_by_record(sample_records, tokenizer, overrides):
+    """Every output of `mask_batch` on 120 records equals the rules of the module docstring applied to one record
+    at a time with its documented draws: candidates and words, budget, visit order, n-gram lengths, shortening
+    and overlap, sorted padded positions and the 80/10/10 replacement."""
+    rows = 120
+    features = {k: v[:rows] for k, v in _parse(sample_records).items()}
+    skip_orphans = overrides.pop("skip_orphans", False)
+    config = dataclasses.replace(_config(tokenizer, **overrides), skip_orphans=skip_orphans)
+    file_index, pass_index, first_record = 3, 5, 1000
+    result = _online(features, config, pass_index, file_index=file_index,
+                     record_index=tf.range(first_record, first_record + rows, dtype=tf.int64))
+    originals = masking.original_ids(features).numpy()
+    lengths, _ = _layout(features)
+    if config.do_whole_word_mask:
+        words = _words(features, wordpiece=skip_orphans)
+    else:
+        words = [{p: i for i, p in enumerate(sorted(w))} for w in _words(features, wordpiece=False)]
+    count = 2 * SEQ + 3 * SLOTS
+    for row in range(rows):
+        bits = _documented_bits(config.seed, file_index, first_record + row, pass_index, count)
+        positions, labels, final = _greedy_mask(originals[row], lengths[row], words[row], bits, config)
+        used = len(positions)
+        np.testing.assert_array_equal(result["masked_lm_positions"][row], positions + [0] * (SLOTS - used))
+        np.testing.assert_array_equal(result["masked_lm_ids"][row], list(labels) + [0] * (SLOTS - used))
+        np.testing.assert_array_equal(result["masked_lm_weights"][row], [1.0] * used + [0.0] * (SLOTS - used))
+        expected_ids = originals[row].copy()
+        expected_ids[positions] = final
+        np.testing.assert_array_equal(result["input_ids"][row], expected_ids)
+
+
 # ----------------------------------------------------------------------------------------------------- determinism
 def _rows(result):
     return [tuple(np.concatenate([result["input_ids"][r], result["masked_lm_positions"][r],
