@@ -971,6 +971,74 @@ def test_warning_when_predictions_exceed_budget():
     assert pdata.PretrainingConfig(max_seq_length=512, max_predictions_per_seq=20).validate() == []
 
 
+@pytest.mark.parametrize("field, refused, accepted, message", [
+    ("max_seq_length", 4, 5, "max_seq_length=4 is too small"),
+    ("masked_lm_prob", -0.01, 0.0, "masked_lm_prob must be in [0, 1], got -0.01"),
+    ("masked_lm_prob", 1.01, 1.0, "masked_lm_prob must be in [0, 1], got 1.01"),
+    ("short_seq_prob", -0.5, 0.0, "short_seq_prob must be in [0, 1], got -0.5"),
+    ("short_seq_prob", 1.5, 1.0, "short_seq_prob must be in [0, 1], got 1.5"),
+    ("ngram", 0, 1, "ngram must be at least 1, got 0"),
+    ("dupe_factor", 0, 1, "dupe_factor must be at least 1, got 0"),
+    ("max_predictions_per_seq", 0, 1, "max_predictions_per_seq must be at least 1, got 0"),
+])
+def test_config_refuses_each_value_just_past_its_bound_and_accepts_the_bound(field, refused, accepted, message):
+    """`PretrainingConfig.validate` at each edge (the API path, where no flag bounds ran first); the one line names
+    the field and the value."""
+    small = dict(max_seq_length=8, max_predictions_per_seq=1)
+    with pytest.raises(pdata.PretrainingDataError, match=re.escape(message)):
+        pdata.PretrainingConfig(**{**small, field: refused}).validate()
+    assert pdata.PretrainingConfig(**{**small, field: accepted}).validate() == []
+
+
+def test_config_slots_fit_the_maskable_tokens_and_the_budget_is_rounded():
+    """At most max_seq_length - 3 slots; the budget round(max_seq_length * masked_lm_prob), at least 1; slots
+    doubled by the permutation objective."""
+    assert pdata.PretrainingConfig(max_seq_length=10, max_predictions_per_seq=7).max_num_tokens == 7
+    too_many = r"max_predictions_per_seq=8 is larger .* at most 7 maskable tokens \(and masked_lm_prob=0.15 gives a " \
+               r"budget of at most 2\)"
+    with pytest.raises(pdata.PretrainingDataError, match=too_many):
+        pdata.PretrainingConfig(max_seq_length=10, max_predictions_per_seq=8).validate()
+    assert pdata.PretrainingConfig(max_seq_length=10, masked_lm_prob=0.25).max_budget == 2  # 2.5 to even
+    assert pdata.PretrainingConfig(max_seq_length=10, masked_lm_prob=0.35).max_budget == 4  # 3.5 to even
+    assert pdata.PretrainingConfig(max_seq_length=10, masked_lm_prob=0.01).max_budget == 1
+    assert pdata.PretrainingConfig(max_predictions_per_seq=20).num_prediction_slots == 20
+    assert pdata.PretrainingConfig(max_predictions_per_seq=20, do_permutation=True).num_prediction_slots == 40
+    exact = pdata.PretrainingConfig(max_seq_length=100, max_predictions_per_seq=15, masked_lm_prob=0.15)
+    assert exact.validate() == []
+    over = dataclasses.replace(exact, max_predictions_per_seq=16).validate()
+    assert len(over) == 1 and "max_predictions_per_seq=16 exceeds the largest masking budget" in over[0]
+    assert "= 15" in over[0]
+    assert dataclasses.replace(exact, max_predictions_per_seq=16, masked_lm_prob=0.0).validate() == []
+
+
+def test_stats_merge_adds_counters_and_ngram_lists_of_any_length_but_not_the_time():
+    first = pdata.Stats(files=1, instances=3, masked_positions=5, ngram_drawn=[4, 1], ngram_accepted=[2],
+                        elapsed_seconds=2.0)
+    second = pdata.Stats(files=2, instances=4, masked_positions=1, ngram_drawn=[1], ngram_accepted=[1, 1, 3],
+                         elapsed_seconds=9.0)
+    first.merge(second)
+    assert (first.files, first.instances, first.masked_positions) == (3, 7, 6)
+    assert first.ngram_drawn == [5, 1] and first.ngram_accepted == [3, 1, 3]
+    assert first.elapsed_seconds == 2.0 and second.ngram_accepted == [1, 1, 3]
+
+
+def test_stats_summary_gives_shares_means_and_rates():
+    stats = pdata.Stats(files=2, shards=3, text_bytes=4_000_000, documents=9, skipped_documents=1, instances=8,
+                        instance_tokens=100, sentence_order_positive=2, masked_positions=12, ngram_accepted=[3, 1],
+                        elapsed_seconds=2.0)
+    assert stats.summary().splitlines() == [
+        "wrote 8 instances from 9 documents (1 skipped: fewer than 2 tokens), 2 files, 3 shards",
+        "sentence-order label 1 (swapped/random B): 25.0%; mean tokens per instance 12.5",
+        "mean masked positions per instance 1.50; masked n-gram sizes 1: 75.0%, 2: 25.0%",
+        "2.0 s: 4 instances/s, 2.00 MB of text/s"]
+    assert pdata.Stats().summary().splitlines()[1:3] == [
+        "sentence-order label 1 (swapped/random B): 0.0%; mean tokens per instance 0.0",
+        "mean masked positions per instance 0.00; masked n-gram sizes "]
+    one = pdata.Stats(instances=1, instance_tokens=7, masked_positions=3).summary().splitlines()
+    assert one[1].endswith("mean tokens per instance 7.0")
+    assert one[2].startswith("mean masked positions per instance 3.00")
+
+
 def test_error_bad_spm_model(tmp_path, out_dir):
     with pytest.raises(tokenization.TokenizerError, match="missing.model"):
         pdata.create_pretraining_data(corpus_files()[0], [str(out_dir / "x.tfrecord")],
