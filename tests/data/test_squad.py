@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from albert_tf.data import records, squad
-from albert_tf.data.squad import windows
+from albert_tf.data.squad import alignment, windows
 from albert_tf.errors import UsageError
 from albert_tf.evaluation import squad as squad_evaluation
 from albert_tf.evaluation import squad_postprocessing as post
@@ -258,34 +258,29 @@ def test_wordpiece_tokenizer_is_refused_with_a_clear_message(tmp_path):
 # ------------------------------------------------------------------------------------------------------------------
 # Alignment.
 
-def _reference_alignment(raw_text, target, do_lower_case):
-    """The original's banded LCS, written plainly (dense tables, dict of moves), to check the fast version."""
-    n, m = len(raw_text), len(target)
-    chars = [preprocess_text(c, lower=do_lower_case, remove_space=False) for c in raw_text]
+def _reference_programme(chars, target, max_dist):
+    """The original's banded LCS, written plainly: a dense table (cells outside the band stay 0) and a dict of
+    moves, up first, then left, then diagonal only when strictly better."""
+    n, m = len(chars), len(target)
+    f = np.zeros((n, m), dtype=np.int64)
+    moves = {}
+    for i in range(n):
+        for j in range(max(0, i - max_dist), min(m, i + max_dist)):
+            if i > 0:
+                moves[(i, j)] = "up"
+                f[i, j] = f[i - 1, j]
+            if j > 0 and f[i, j - 1] > f[i, j]:
+                moves[(i, j)] = "left"
+                f[i, j] = f[i, j - 1]
+            prev = f[i - 1, j - 1] if i > 0 and j > 0 else 0
+            if chars[i] == target[j] and prev + 1 > f[i, j]:
+                moves[(i, j)] = "diag"
+                f[i, j] = prev + 1
+    return f, moves
 
-    def run(max_dist):
-        f = np.zeros((n, m), dtype=np.int64)
-        moves = {}
-        for i in range(n):
-            for j in range(max(0, i - max_dist), min(m, i + max_dist)):
-                if i > 0:
-                    moves[(i, j)] = "up"
-                    f[i, j] = f[i - 1, j]
-                if j > 0 and f[i, j - 1] > f[i, j]:
-                    moves[(i, j)] = "left"
-                    f[i, j] = f[i, j - 1]
-                prev = f[i - 1, j - 1] if i > 0 and j > 0 else 0
-                if chars[i] == target[j] and prev + 1 > f[i, j]:
-                    moves[(i, j)] = "diag"
-                    f[i, j] = prev + 1
-        return f, moves
 
-    max_dist = abs(n - m) + 5
-    for _ in range(2):
-        f, moves = run(max_dist)
-        if f[n - 1, m - 1] > 0.8 * n:
-            break
-        max_dist *= 2
+def _reference_trace(moves, n, m):
+    """Raw character -> matched target position (None where unmatched), walking the moves back from the last cell."""
     orig_to_tok = [None] * n
     i, j = n - 1, m - 1
     while i >= 0 and j >= 0 and (i, j) in moves:
@@ -296,7 +291,37 @@ def _reference_alignment(raw_text, target, do_lower_case):
             j -= 1
         else:
             i -= 1
-    return orig_to_tok, int(f[n - 1, m - 1])
+    return orig_to_tok
+
+
+def _reference_alignment(raw_text, target, do_lower_case):
+    """The original's alignment with `_reference_programme`: band |n - m| + 5, doubled once below 80%."""
+    n, m = len(raw_text), len(target)
+    chars = [preprocess_text(c, lower=do_lower_case, remove_space=False) for c in raw_text]
+    max_dist = abs(n - m) + 5
+    for _ in range(2):
+        f, moves = _reference_programme(chars, target, max_dist)
+        if f[n - 1, m - 1] > 0.8 * n:
+            break
+        max_dist *= 2
+    return _reference_trace(moves, n, m), int(f[n - 1, m - 1])
+
+
+def test_banded_programme_equals_the_dense_one_on_random_strings():
+    """The two-row programme against the dense table on 400 random pairs, bands narrower and wider than either
+    string, the last cell inside and outside the band: the same score and the same matched characters."""
+    rng = random.Random(3)
+    outside = 0
+    for _ in range(400):
+        n, m, max_dist = rng.randint(1, 24), rng.randint(1, 24), rng.randint(1, 14)
+        chars = [rng.choice("ab c") for _ in range(n)]
+        target = "".join(rng.choice("abc d") for _ in range(m))
+        f, moves = _reference_programme(chars, target, max_dist)
+        score, rows = alignment._banded_lcs(chars, target, max_dist)
+        assert score == f[n - 1, m - 1], (chars, target, max_dist)
+        assert alignment._trace_back(rows, n, m)[0] == _reference_trace(moves, n, m), (chars, target, max_dist)
+        outside += abs(n - m) >= max_dist
+    assert outside > 50
 
 
 TRICKY = [
