@@ -19,9 +19,10 @@ from albert_tf.data import records as records_lib
 from albert_tf.data.pretraining import (PretrainingConfig, PretrainingDataError, TokenTables, create_pretraining_data,
                                         plan_shards, shard_records)
 from albert_tf.data.pretraining import beam as beam_pipeline
-from albert_tf.data.pretraining.beam import frames, launcher
+from albert_tf.data.pretraining.beam import frames, launcher, options
 from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, STREAM_INTERLEAVE, derive_seed
 from albert_tf.data.tfrecord_writer import frame_records
+from albert_tf.errors import UsageError
 from albert_tf.text import tokenization
 from tests.helpers import DATA_DIR, SPM, assert_one_line_error, log_tail, run_script
 
@@ -336,6 +337,33 @@ def test_no_beam_flags_without_runner(tmp_path):
     beam_run = run_script("create_pretraining_data.py", args + ["--runner=DirectRunner"])
     assert beam_run.returncode == 0, log_tail(beam_run)
     assert os.listdir(tmp_path) == ["x-00000-of-00001"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--direct_num_workers=abc"], "Beam pipeline option argument --direct_num_workers: invalid int value: 'abc'"),
+    (["--runner=DirectRunner", "--project"], "Beam pipeline option argument --project: expected one argument"),
+    (["--runne=DataflowRunner"], "unknown flag --runne (neither this script's flag nor a Beam pipeline option)"),
+    (["--runner=DirectRunner", "extra"], "unexpected arguments: ['extra']"),
+])
+def test_beam_arguments_are_refused_in_the_one_line_argparse_ends_with(args, message):
+    """A bad value gives argparse's own last line without its program name; a prefix of a Beam option is not taken
+    for it (no abbreviations); a word that is no option is named."""
+    with pytest.raises(UsageError) as raised:
+        options.pipeline_options(args)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("runner, direct", [(None, True), ("DirectRunner", True), ("directrunner", True),
+                                            ("SwitchingDirectRunner", True), ("FnApiRunner", True),
+                                            ("DataflowRunner", False), ("PrismRunner", False)])
+def test_a_runner_is_local_for_the_direct_names_only(runner, direct):
+    """Any iterable of arguments works (read once); the local runner for no --runner or a direct runner's name in any
+    case."""
+    args = iter([] if runner is None else [f"--runner={runner}", "--direct_num_workers=3"])
+    parsed = options.pipeline_options(args)
+    assert options.is_direct(parsed) is direct
+    if runner is not None:
+        assert parsed.get_all_options()["direct_num_workers"] == 3
 
 
 def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():
