@@ -317,6 +317,17 @@ def test_wordpiece_orphans_are_never_masked_sentencepiece_ones_join_a_word(token
             assert all(8 in result["masked_lm_positions"][r] for r in rows)  # with A's last word
 
 
+def test_defaults_are_those_of_create_pretraining_data():
+    """A config made without the n-gram, whole-word and seed settings masks as the offline tool's defaults do, with
+    SentencePiece's rule for pieces at a segment's start; its repr leaves out the vocabulary."""
+    online = masking.MaskingConfig(0.15, SLOTS, mask_id=4, vocab_ids=np.arange(30000, dtype=np.int32))
+    offline = pdata.PretrainingConfig()
+    assert (online.ngram, online.favor_shorter_ngram, online.do_whole_word_mask, online.seed) == (
+        offline.ngram, offline.favor_shorter_ngram, offline.do_whole_word_mask, offline.random_seed)
+    assert online.skip_orphans is False
+    assert "vocab_ids" not in repr(online) and len(repr(online)) < 300
+
+
 # ----------------------------------------------------------------------------------------------------- exactly
 def _documented_bits(seed, file_index, record_index, pass_index, count):
     """The draws of one record as the module docstring defines them: one stateless uniform uint32 call keyed by
