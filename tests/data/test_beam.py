@@ -19,7 +19,7 @@ from albert_tf.data import records as records_lib
 from albert_tf.data.pretraining import (PretrainingConfig, PretrainingDataError, TokenTables, create_pretraining_data,
                                         plan_shards, shard_records)
 from albert_tf.data.pretraining import beam as beam_pipeline
-from albert_tf.data.pretraining.beam import frames, launcher, options
+from albert_tf.data.pretraining.beam import frames, launcher, options, worker_errors
 from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, STREAM_INTERLEAVE, derive_seed
 from albert_tf.data.tfrecord_writer import frame_records
 from albert_tf.errors import UsageError
@@ -364,6 +364,76 @@ def test_a_runner_is_local_for_the_direct_names_only(runner, direct):
     assert options.is_direct(parsed) is direct
     if runner is not None:
         assert parsed.get_all_options()["direct_num_workers"] == 3
+
+
+def test_the_direct_runner_runs_a_pipeline_with_the_given_options(tmp_path):
+    """Built without Prism: Beam's FnApiRunner, handed the parsed options (seen by its workers), runs a pipeline."""
+    import apache_beam as beam  # pylint: disable=import-outside-toplevel
+
+    parsed = options.pipeline_options(["--direct_num_workers=2", "--job_name=albert-test"])
+    runner = options.direct_runner(parsed)
+    carried = runner._provision_info.provision_info.pipeline_options.fields  # pylint: disable=protected-access
+    assert carried["beam:option:job_name:v1"].string_value == "albert-test"
+    assert carried["beam:option:direct_num_workers:v1"].string_value == "2"
+    with beam.Pipeline(runner=runner, options=parsed) as pipeline:
+        _ = (pipeline | beam.Create([1, 2, 3]) | beam.Map(lambda x: str(x * 2))
+             | beam.io.WriteToText(str(tmp_path / "out"), num_shards=1, shard_name_template=""))
+    assert sorted((tmp_path / "out").read_text().split()) == ["2", "4", "6"]
+
+
+def _chained(*errors, via="__context__"):
+    for outer, inner in zip(errors, errors[1:]):
+        setattr(outer, via, inner)
+    return errors[0]
+
+
+@pytest.mark.parametrize("via", ["__cause__", "__context__"])
+def test_a_marked_worker_message_is_found_anywhere_in_the_chain(via):
+    """A worker's `PretrainingDataError` or `TokenizerError` becomes a marked `BeamWorkerError`; the launcher finds
+    the message in whatever the runner raised, through causes and contexts, or in its text; a cycle ends."""
+    with pytest.raises(worker_errors.BeamWorkerError) as raised:
+        with worker_errors.marked_errors():
+            raise PretrainingDataError("line 3 of a.txt: bad")
+    with pytest.raises(worker_errors.BeamWorkerError) as from_tokenizer:
+        with worker_errors.marked_errors():
+            raise tokenization.TokenizerError("x.model: not a model")
+    assert worker_errors.marked_message(from_tokenizer.value) == "x.model: not a model"
+    deep = _chained(RuntimeError("runner"), ValueError("bundle"), raised.value, via=via)
+    assert worker_errors.marked_message(deep) == "line 3 of a.txt: bad"
+    assert worker_errors.marked_message(RuntimeError(f"remote job said: {raised.value} (more)")) == \
+        "line 3 of a.txt: bad"
+    first, second = RuntimeError("a"), RuntimeError("b")
+    assert worker_errors.marked_message(_chained(first, second, first, via=via)) is None
+    assert worker_errors.marked_message(None) is None
+    with pytest.raises(KeyError):  # other errors pass unmarked
+        with worker_errors.marked_errors():
+            raise KeyError("x")
+
+
+def test_marked_errors_are_dropped_from_the_root_handlers_within_the_block(tmp_path):
+    """Beam logs a failed bundle with the marked error in its message or its exception; those records are
+    dropped inside `quiet_marked_errors` only, others pass, and the handlers are left as they were."""
+    import logging  # pylint: disable=import-outside-toplevel
+
+    handler = logging.FileHandler(tmp_path / "log.txt")
+    root = logging.getLogger()
+    root.addHandler(handler)
+    marked = str(worker_errors.BeamWorkerError(worker_errors._OPEN + "bad" + worker_errors._CLOSE))  # pylint: disable=protected-access
+    try:
+        with worker_errors.quiet_marked_errors():
+            root.error("bundle failed: %s", marked)
+            try:
+                raise RuntimeError(marked)
+            except RuntimeError:
+                root.exception("bundle failed")
+            root.error("kept %s", "line")
+        root.error("after: %s", marked)
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+    text = (tmp_path / "log.txt").read_text()
+    assert text.count("bundle failed") == 0 and "kept line" in text and "after: " in text
+    assert handler.filters == []
 
 
 def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():

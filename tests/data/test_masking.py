@@ -7,6 +7,7 @@ MirroredStrategy on two CPUs as on one device."""
 import dataclasses
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -326,6 +327,28 @@ def test_defaults_are_those_of_create_pretraining_data():
         offline.ngram, offline.favor_shorter_ngram, offline.do_whole_word_mask, offline.random_seed)
     assert online.skip_orphans is False
     assert "vocab_ids" not in repr(online) and len(repr(online)) < 300
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(masked_lm_budget=0.0), "--masked_lm_budget must be in (0, 1]"),
+    (dict(masked_lm_budget=1.0001), "--masked_lm_budget must be in (0, 1]"),
+    (dict(ngram=0), "--ngram must be at least 1, got 0"),
+    (dict(max_predictions_per_seq=0), "--max_predictions_per_seq must be at least 1, got 0"),
+    (dict(vocab_ids=np.zeros([0], np.int32)), "online masking needs a vocabulary"),
+])
+def test_config_refuses_each_value_past_its_bound(tokenizer, overrides, message):
+    """`MaskingConfig.validate` (run by `from_tokenizer`) at each edge: just past it refused naming the flag, the
+    edge itself (budget 1.0 and 1e-6, ngram 1, one slot, one id) accepted."""
+    made = dict(masked_lm_budget=0.15, max_predictions_per_seq=SLOTS, mask_id=4, vocab_ids=np.arange(9))
+    with pytest.raises(UsageError, match=re.escape(message)):
+        masking.MaskingConfig(**{**made, **overrides}).validate()
+    if "vocab_ids" not in overrides:
+        with pytest.raises(UsageError, match=re.escape(message)):
+            masking.MaskingConfig.from_tokenizer(tokenizer, **{"masked_lm_budget": 0.15,
+                                                               "max_predictions_per_seq": SLOTS, **overrides})
+    for edge in (dict(masked_lm_budget=1.0), dict(masked_lm_budget=1e-6), dict(ngram=1),
+                 dict(max_predictions_per_seq=1), dict(vocab_ids=np.arange(1))):
+        masking.MaskingConfig(**{**made, **edge}).validate()
 
 
 # ----------------------------------------------------------------------------------------------------- exactly
