@@ -427,6 +427,7 @@ def test_marked_errors_are_dropped_from_the_root_handlers_within_the_block(tmp_p
             except RuntimeError:
                 root.exception("bundle failed")
             root.error("kept %s", "line")
+            root.error("bundle failed %d " + marked, "not a number")  # a message that cannot be formatted
         root.error("after: %s", marked)
     finally:
         root.removeHandler(handler)
