@@ -19,7 +19,7 @@ from albert_tf.data import records as records_lib
 from albert_tf.data.pretraining import (PretrainingConfig, PretrainingDataError, TokenTables, create_pretraining_data,
                                         plan_shards, shard_records)
 from albert_tf.data.pretraining import beam as beam_pipeline
-from albert_tf.data.pretraining.beam import frames, launcher, options, worker_errors
+from albert_tf.data.pretraining.beam import frames, launcher, options, worker_errors, write
 from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, STREAM_INTERLEAVE, derive_seed
 from albert_tf.data.tfrecord_writer import frame_records
 from albert_tf.errors import UsageError
@@ -435,6 +435,51 @@ def test_marked_errors_are_dropped_from_the_root_handlers_within_the_block(tmp_p
     text = (tmp_path / "log.txt").read_text()
     assert text.count("bundle failed") == 0 and "kept line" in text and "after: " in text
     assert handler.filters == []
+
+
+def test_write_stages_put_each_output_together_and_finalize_renames_once(tmp_path):
+    """The stages after BuildRecords on local files: a bucket's frames sorted by key whether its pieces come as
+    bytes or as ranges of a segment file, going to file bucket % files; an output's buckets joined in bucket order
+    (a duplicate segment ignored), ranges and pieces in the order given; Finalize renames the first attempt of each
+    file over any old output, creates the files nobody wrote, removes the folder, and a retry changes nothing."""
+    temp = tmp_path / "beam-temp-out-1"
+    temp.mkdir()
+    names = [str(tmp_path / f"out-0000{i}-of-00003") for i in range(3)]
+    records = [bytes([65 + i]) * (i + 1) for i in range(6)]
+    keys = [50, 10, 40, 20, 60, 30]
+    (first, piece_a), = frames.keyed_pieces({4: (keys[:3], records[:3])})
+    (_, piece_b), = frames.keyed_pieces({4: (keys[3:], records[3:])})
+    segment = tmp_path / "segment"
+    segment.write_bytes(b"xx" + piece_b)
+    (file_index, (bucket, bucket_path)), = write.write_bucket((4, [piece_a, (str(segment), 2, len(piece_b))]),
+                                                              str(temp), 3)
+    assert (first, file_index, bucket) == (4, 1, 4)
+    by_key = [records[i] for i in sorted(range(6), key=keys.__getitem__)]
+    assert open(bucket_path, "rb").read() == frame_records(by_key)
+
+    other = temp / "bucket-7"
+    other.write_bytes(b"seven")
+    duplicate = temp / "bucket-4-again"
+    duplicate.write_bytes(b"not this one")
+    (zero, (index, joined)), = write.concat_segments((1, [(7, str(other)), (4, bucket_path), (4, str(duplicate))]),
+                                                     str(temp), names)
+    assert (zero, index) == (0, 1) and joined.endswith("-out-00001-of-00003")
+    assert open(joined, "rb").read() == frame_records(by_key) + b"seven"
+
+    segment.write_bytes(b"0123456789")
+    (_, (index, ranged)), = write.write_ranges((0, [(str(segment), 6, 3), (str(segment), 0, 2)]), str(temp), names)
+    assert index == 0 and open(ranged, "rb").read() == b"67801"
+    (_, (index, pieces)), = write.write_file((0, [b"ab", b"cd"]), str(temp), names)
+    assert index == 0 and open(pieces, "rb").read() == b"abcd" and pieces != ranged
+
+    with open(names[0], "wb") as old:
+        old.write(b"an old output")
+    write.finalize((0, [(0, ranged), (1, joined), (0, pieces)]), str(temp), names)
+    assert [open(n, "rb").read() for n in names] == [b"67801", frame_records(by_key) + b"seven", b""]
+    assert sorted(os.listdir(tmp_path)) == ["out-00000-of-00003", "out-00001-of-00003", "out-00002-of-00003",
+                                            "segment"]
+    write.finalize((0, [(0, ranged), (1, joined), (0, pieces)]), str(temp), names)  # a retried attempt
+    assert [open(n, "rb").read() for n in names] == [b"67801", frame_records(by_key) + b"seven", b""]
 
 
 def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():
