@@ -4,11 +4,13 @@ worker processes), Beam's output names read back by the records reader, the glob
 no output left by a failed run."""
 
 import collections
+import fnmatch
 import functools
 import glob
 import os
 import sys
 import random
+import re
 
 import pytest
 
@@ -19,6 +21,7 @@ from albert_tf.data import records as records_lib
 from albert_tf.data.pretraining import (PretrainingConfig, PretrainingDataError, TokenTables, create_pretraining_data,
                                         plan_shards, shard_records)
 from albert_tf.data.pretraining import beam as beam_pipeline
+from albert_tf.data.pretraining.beam import files as beam_files
 from albert_tf.data.pretraining.beam import frames, launcher, options, worker_errors, write
 from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, STREAM_INTERLEAVE, derive_seed
 from albert_tf.data.tfrecord_writer import frame_records
@@ -480,6 +483,89 @@ def test_write_stages_put_each_output_together_and_finalize_renames_once(tmp_pat
                                             "segment"]
     write.finalize((0, [(0, ranged), (1, joined), (0, pieces)]), str(temp), names)  # a retried attempt
     assert [open(n, "rb").read() for n in names] == [b"67801", frame_records(by_key) + b"seven", b""]
+
+
+def test_local_inputs_are_listed_as_the_local_tool_lists_them(tmp_path):
+    for name, size in (("b.txt", 3), ("a.txt", 5), ("c.log", 1)):
+        (tmp_path / name).write_bytes(b"x" * size)
+    listed = beam_files.list_inputs(f" {tmp_path}/c.log , ,{tmp_path}/*.txt")
+    assert listed == [(f"{tmp_path}/c.log", 1), (f"{tmp_path}/a.txt", 5), (f"{tmp_path}/b.txt", 3)]
+    assert beam_files.list_inputs([f"{tmp_path}/b.txt"]) == [(f"{tmp_path}/b.txt", 3)]
+    with pytest.raises(PretrainingDataError, match=f"^--inputs {re.escape(str(tmp_path))} is a directory"):
+        beam_files.list_inputs(str(tmp_path), what="--inputs")
+    with pytest.raises(PretrainingDataError, match="no input files matched"):
+        beam_files.list_inputs(f"{tmp_path}/none*.txt")
+
+
+def test_remote_inputs_are_listed_by_beams_file_systems(monkeypatch, caplog):
+    """Each remote pattern's matches sorted, in the order of the patterns, a file matched twice listed once, a
+    pattern matching nothing warned about, and nothing matched at all refused naming the patterns."""
+    from apache_beam.io.filesystem import FileMetadata  # pylint: disable=import-outside-toplevel
+
+    store = {"gs://b/x2": 20, "gs://b/x1": 10, "gs://b/y": 5}
+    monkeypatch.setattr(beam_files, "match", lambda pattern: [FileMetadata(p, n) for p, n in store.items()
+                                                              if fnmatch.fnmatch(p, pattern)])
+    with caplog.at_level("WARNING"):
+        listed = beam_files.list_inputs("gs://b/y,gs://b/x*,gs://b/z*,gs://b/x1")
+    assert listed == [("gs://b/y", 5), ("gs://b/x1", 10), ("gs://b/x2", 20)]
+    assert "input pattern 'gs://b/z*' matched no files" in caplog.text
+    with pytest.raises(PretrainingDataError, match=r"^no input files matched 'gs://b/z\*,gs://b/w'$"):
+        beam_files.list_inputs(["gs://b/z*", " ", "gs://b/w"])
+
+
+def test_match_lists_through_beam_and_finds_nothing_where_no_file_system_answers(tmp_path):
+    (tmp_path / "a.txt").write_bytes(b"abc")
+    assert [(m.path, m.size_in_bytes) for m in beam_files.match(f"{tmp_path}/*.txt")] == [(f"{tmp_path}/a.txt", 3)]
+    assert beam_files.match("nosuchscheme://bucket/*.txt") == []
+    assert beam_files.beam_size(f"{tmp_path}/a.txt") == 3
+
+
+def test_output_names_and_temporary_folders_are_beams(tmp_path, monkeypatch):
+    """Outputs named as Beam's WriteToTFRecord names them and matched by the outputs' pattern whatever their
+    number; a run's temporary folder beside them, found again locally or (object stores) from the objects in it."""
+    prefix = str(tmp_path / "out")
+    names = beam_files.output_names(prefix, 12, ".tfrecord")
+    assert names[0] == f"{prefix}-00000-of-00012.tfrecord" and names[11] == f"{prefix}-00011-of-00012.tfrecord"
+    pattern = beam_files.output_glob(prefix, ".tfrecord")
+    assert all(fnmatch.fnmatch(n, pattern) for n in names + beam_files.output_names(prefix, 1, ".tfrecord"))
+    assert not fnmatch.fnmatch(f"{prefix}-00000-of-00012.tfrecord.tmp", pattern)
+    assert not fnmatch.fnmatch(f"{prefix}-0000-of-00012.tfrecord", pattern)
+    temp = beam_files.new_temp_dir(prefix)
+    assert re.fullmatch(re.escape(str(tmp_path)) + r"/beam-temp-out-[0-9a-f]{32}", temp)
+    assert temp != beam_files.new_temp_dir(prefix)
+    os.mkdir(temp)
+    os.mkdir(tmp_path / "beam-temp-other-1")
+    assert beam_files.temp_dirs(prefix) == {temp}
+    from apache_beam.io.filesystem import FileMetadata  # pylint: disable=import-outside-toplevel
+
+    objects = ["s3://b/d/beam-temp-out-1/x", "s3://b/d/beam-temp-out-1/y", "s3://b/d/beam-temp-out-2/z"]
+    seen = []
+    monkeypatch.setattr(beam_files, "match", lambda p: seen.append(p) or [FileMetadata(o, 1) for o in objects])
+    assert beam_files.temp_dirs("s3://b/d/out") == {"s3://b/d/beam-temp-out-1", "s3://b/d/beam-temp-out-2"}
+    assert seen == ["s3://b/d/beam-temp-out-*/*"]
+
+
+def test_stage_files_are_read_in_blocks_and_writes_cut_short_leave_nothing(tmp_path, caplog):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.write_bytes(b"abcdefg")
+    two.write_bytes(b"hi")
+    assert list(beam_files.read_all([str(one), str(two)], block=3)) == [b"abc", b"def", b"g", b"hi"]
+    assert beam_files.read_range(str(one), 2, 4) == b"cdef"
+    with pytest.raises(OSError, match=f"^{re.escape(str(one))}: 2 bytes at 5, expected 4$"):
+        beam_files.read_range(str(one), 5, 4)
+
+    def failing():
+        yield b"part"
+        raise RuntimeError("worker lost")
+
+    with pytest.raises(RuntimeError, match="worker lost"):
+        beam_files.write_all(str(tmp_path / "cut"), failing())
+    assert not (tmp_path / "cut").exists()
+    beam_files.write_all(str(tmp_path / "whole"), iter([b"ab", b"c"]))
+    assert (tmp_path / "whole").read_bytes() == b"abc"
+    beam_files.delete([str(tmp_path / "whole"), str(tmp_path / "never-there"), str(one)])
+    assert sorted(os.listdir(tmp_path)) == ["two"]
+    assert "could not remove " + str(tmp_path / "never-there") in caplog.text
 
 
 def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():
