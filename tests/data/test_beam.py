@@ -477,6 +477,7 @@ def test_write_stages_put_each_output_together_and_finalize_renames_once(tmp_pat
 
     with open(names[0], "wb") as old:
         old.write(b"an old output")
+    assert {os.path.dirname(p) for p in (bucket_path, joined, ranged, pieces)} == {str(temp)}
     write.finalize((0, [(0, ranged), (1, joined), (0, pieces)]), str(temp), names)
     assert [open(n, "rb").read() for n in names] == [b"67801", frame_records(by_key) + b"seven", b""]
     assert sorted(os.listdir(tmp_path)) == ["out-00000-of-00003", "out-00001-of-00003", "out-00002-of-00003",
