@@ -822,6 +822,47 @@ def test_encoder_matches_protobuf_serialization():
         assert record == example.SerializeToString(deterministic=True)
 
 
+def _protobuf(features, n):
+    example = tf.train.Example()
+    for name, values in features.items():
+        feature = example.features.feature[name]
+        if values.dtype.kind == "f":
+            feature.float_list.value.extend(values[n].tolist())
+        else:
+            feature.int64_list.value.extend(values[n].tolist())
+    return example.SerializeToString(deterministic=True)
+
+
+def test_encoder_matches_protobuf_at_every_varint_width_and_refuses_what_it_cannot_encode():
+    """Values at each edge of a varint's byte count (up to 2**63 - 1), around 2**32 where the encoder widens its
+    integers, in rows of one width and of mixed widths, int32 and uint8 arrays, a lone row of huge ids after
+    small ones, and no rows; negative values, 1-D arrays and uneven row counts refused naming the feature."""
+    edges = sorted({v for k in range(1, 10) for v in ((1 << (7 * k)) - 1, 1 << (7 * k)) if v < 1 << 63} |
+                   {(1 << 32) - 1, 1 << 32, (1 << 16) - 1, 1 << 16, (1 << 63) - 1, 0, 1})
+    column = np.array(edges, dtype=np.int64)[:, None]
+    features = {"edge": column, "mixed": np.stack([column[:, 0], column[::-1, 0], np.zeros(len(edges), np.int64)], 1),
+                "narrow": (column % 200).astype(np.int32), "tiny": (column % 3).astype(np.uint8),
+                "float": np.linspace(-1, 1, len(edges), dtype=np.float32)[:, None]}
+    for n, record in enumerate(pdata.encode_examples(features)):
+        assert record == _protobuf(features, n), edges[n]
+    for n, record in enumerate(pdata.encode_examples({"edge": column})):  # cached headers, another call
+        assert record == _protobuf({"edge": column}, n)
+    for top in edges:  # each edge the largest value of its array
+        alone = {"x": np.array([[top, 0], [1, top]], dtype=np.int64)}
+        assert pdata.encode_examples(alone) == [_protobuf(alone, 0), _protobuf(alone, 1)], top
+    for length in (126, 127, 128, 129, 16383, 16384):  # lengths of packed values and messages at varint edges
+        wide = {"x": np.zeros((1, length), np.int64), "w": np.zeros((1, length // 4), np.float32)}
+        assert pdata.encode_examples(wide) == [_protobuf(wide, 0)], length
+    assert pdata.encode_examples({"x": np.zeros((0, 3), np.int64)}) == []
+    assert pdata.encode_examples({}) == []
+    with pytest.raises(ValueError, match="negative values"):
+        pdata.encode_examples({"x": np.array([[3, -1]])})
+    with pytest.raises(ValueError, match=r"feature 'x' must be 2-D \[N, K\], got shape \(3,\)"):
+        pdata.encode_examples({"x": np.arange(3)})
+    with pytest.raises(ValueError, match="feature 'y' has 2 rows, expected 3"):
+        pdata.encode_examples({"x": np.zeros((3, 1), np.int64), "y": np.zeros((2, 1), np.int64)})
+
+
 def test_short_documents_skipped_and_counted(tmp_path):
     text = tmp_path / "short.txt"
     text.write_text("Hi\n\nThe first sentence is here.\nAnd a second one follows it.\n\nOk\n\n"
