@@ -569,6 +569,18 @@ def test_stage_files_are_read_in_blocks_and_writes_cut_short_leave_nothing(tmp_p
     assert "could not remove " + str(tmp_path / "never-there") in caplog.text
 
 
+def test_frames_are_joined_into_pieces_of_at_most_the_batch_size(monkeypatch):
+    """A piece grows while it stays within BATCH_BYTES (equal is within), a frame larger than it goes alone, and
+    nothing is lost or reordered."""
+    monkeypatch.setattr(frames, "BATCH_BYTES", 10)
+    sizes = [4, 4, 4, 12, 1, 5, 5, 5]
+    pieces = [bytes([65 + i]) * n for i, n in enumerate(sizes)]
+    joined = list(frames.joined_pieces(pieces))
+    assert [len(p) for p in joined] == [8, 4, 12, 6, 10]
+    assert b"".join(joined) == b"".join(pieces)
+    assert list(frames.joined_pieces([])) == []
+
+
 def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():
     """BuildRecords sends a batch as one element of TFRecord frames per output file (dealt round-robin from the
     given start) or per shuffle bucket; a bucket comes out in the order of its keys (ties: by frame bytes)."""
