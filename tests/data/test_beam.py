@@ -579,6 +579,7 @@ def test_frames_are_joined_into_pieces_of_at_most_the_batch_size(monkeypatch):
     assert [len(p) for p in joined] == [8, 4, 12, 6, 10]
     assert b"".join(joined) == b"".join(pieces)
     assert list(frames.joined_pieces([])) == []
+    assert list(frames.joined_pieces([b"x" * 12, b"y"])) == [b"x" * 12, b"y"]  # oversized first: no empty piece
 
 
 def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():
