@@ -235,6 +235,30 @@ def test_a_later_run_is_matched_by_the_occurrence_of_its_change_before_the_neare
     assert [mutate.occurrences(found)[m.id] for m in found] == [0, 1]
 
 
+def _rows(source, status, commit, only=None):
+    made = mutate.generate_mutants(source)
+    rows = [{"id": m.id, "line": m.line, "col": m.col, "operator": m.operator, "original": m.original,
+             "replacement": m.replacement, "status": status} for m in made if only is None or m.line in only]
+    return {"module": "m.py", "commit": commit, "source_sha256": commit, "only": only and ",".join(
+        str(r["id"]) for r in rows), "lines": None, "complete": True, "mutants": rows, "mutants_selected": len(rows)}
+
+
+def test_a_later_run_is_matched_on_a_line_of_the_same_text_and_rewritten_code_leaves_the_counts():
+    """A line removed above two identical changes: the re-run's kill on the line `b = g(True)` is credited to the
+    base's mutant on that line, not to the first `True` of the module (line `a`, gone at HEAD, which leaves the
+    counts whether killed or not)."""
+    base_source, later_source = "a = f(True)\nb = g(True)\nc = h(True)\n", "b = g(True)\nc = h(True)\n"
+    sources = {"b" * 40: base_source, "d" * 40: later_source, "HEAD": later_source}
+    base = {**_rows(base_source, "survived", "b" * 40), "file": "m.json", "date": "2026-12-04T10:00"}
+    rerun = {**_rows(later_source, "killed", "d" * 40, only={1}), "file": "m.r.json", "date": "2026-12-04T11:00"}
+    assert [m["operator"] for m in rerun["mutants"]] == ["statement", "boolean"]
+    score = scores.module_score([base, rerun], source_of=lambda commit, module: sources[commit])
+    assert (score["mutants"], score["killed"], score["gone"]) == (4, 2, 2)
+    assert [m["line"] for m in score["unjudged"]] == [3, 3]
+    unknown = scores.module_score([base, rerun], source_of=lambda commit, module: None)  # no git: as before
+    assert (unknown["mutants"], unknown["gone"]) == (6, 0)
+
+
 def test_the_tool_and_the_scores_count_occurrences_alike():
     """The scores count the occurrences of an older report themselves: the same rule as the tool's records."""
     with open(os.path.join(REPO, "albert_tf", "data", "glue", "datasets.py"), encoding="utf-8") as f:
@@ -273,9 +297,9 @@ def test_judged_equivalents_match_survivors_only_and_the_rest_are_stale():
 def test_the_package_table_sums_its_modules_and_names_those_with_no_report():
     module = {"module": "albert_tf/train/x.py", "base": "x.json", "commit": "c" * 7, "lines": None, "stopped": None,
               "mutants": 4, "killed": 2, "equivalent": 1, "unjudged": [_mutant(7, 12, "survived")], "later": [],
-              "stale": [{**_judged(3), "line": 3}]}
+              "stale": [{**_judged(3), "line": 3}], "gone": 5}
     text = scores.markdown([module], {"albert_tf/train/": ["albert_tf/train/x.py", "albert_tf/train/y.py"]})
-    assert "| `albert_tf/train/x.py` | x.json (ccccccc) | 0 | 4 | 2 | 1 | 50% | 67% |" in text
+    assert "| `albert_tf/train/x.py` | x.json (ccccccc) | 0 | 4 | 2 | 1 | 50% | 67% | 5 |" in text
     assert "| `albert_tf/train/` | 1 of 2 | 4 | 2 | 1 | 50% | 67% | y.py |" in text
     assert "| `albert_tf/serving/` | 0 of 0 | 0 | 0 | 0 | - | - | none |" in text
     unjudged, stale = text.split("Survivors neither killed")[1].split("that match no survivor")

@@ -215,8 +215,9 @@ def _candidates(tree, offsets):
             yield "statement", node, "pass"
 
 
-def generate_mutants(source, operators=OPERATORS):
-    """Every mutant of `source` (a module's text) for `operators`, in source order; each one parses."""
+def changes(source, operators=OPERATORS):
+    """Every change the operators can make to `source`, before the checks of `generate_mutants` (that it changes
+    the code and parses): (start, end, operator, line, col, original, replacement) in source order."""
     tree = ast.parse(source)
     offsets = _Offsets(source)
     found = []
@@ -234,8 +235,13 @@ def generate_mutants(source, operators=OPERATORS):
             original = source[start:end]
         found.append((start, end, operator, node.lineno, node.col_offset, original, replacement))
     found.sort(key=lambda m: (m[0], m[1], OPERATORS.index(m[2]), m[6]))
+    return found
+
+
+def generate_mutants(source, operators=OPERATORS):
+    """Every mutant of `source` (a module's text) for `operators`, in source order; each one parses."""
     mutants, seen = [], set()
-    for start, end, operator, line, col, original, replacement in found:
+    for start, end, operator, line, col, original, replacement in changes(source, operators):
         mutated = source[:start] + replacement + source[end:]
         if mutated == source or mutated in seen:
             continue

@@ -5,9 +5,13 @@
 For each module: its base report is its latest complete run over the whole module (or over a line range), else its
 latest run at all (a run stopped part-way scores the mutants it reached). Every later report of the module (its
 survivors run again after new tests, a later full run) then gives each mutant it ran its newest outcome, matched by
-id when the module's source is the same, else by operator and source text: the same occurrence of that change in
-the module (the k-th, as tools/mutate.py records it), or for older reports the nearest line, then column, since
-lines move as a module is edited. A mutant counts as killed when its newest outcome is killed or timeout. Catches seen
+id when the module's source is the same, else by operator and source text on a line of the same text: the k-th
+mutant making that change on such a line in the module at each report's commit (read with git, its mutants made
+again by tools/mutate.py), so lines added or removed elsewhere move nothing; where that line's text changed too,
+the same occurrence of the change in the module (the k-th, as tools/mutate.py records it), or for older reports the
+nearest line, then column. A base mutant whose change on a line of that text exists no more in the module at HEAD
+(the code removed or rewritten since the base run) is "gone since": left out of the counts, killed or not, so the
+score is that of the code as it is. A mutant counts as killed when its newest outcome is killed or timeout. Catches seen
 only by hand are not counted: only stored runs are.
 
 A surviving mutant that a maintainer has judged equivalent (no input can tell it from the module: a symmetric
@@ -20,9 +24,12 @@ With --unjudged, the survivors not judged are printed as entries for that file, 
 import argparse
 import ast
 import collections
+import functools
 import glob
+import importlib.util
 import json
 import os
+import subprocess
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPORTS = os.path.join(REPO, "bench", "results", "mutation")
@@ -55,6 +62,52 @@ def base_occurrences(report):
     return found
 
 
+@functools.cache
+def _mutate():
+    """tools/mutate.py, which makes the mutants (its ids and order are the reports')."""
+    spec = importlib.util.spec_from_file_location("mutate", os.path.join(REPO, "tools", "mutate.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def source_at(commit, module):
+    """The text of `module` at `commit` (None where git cannot show it)."""
+    shown = subprocess.run(["git", "-C", REPO, "show", f"{commit}:{module}"], capture_output=True, text=True,
+                           check=False)
+    return shown.stdout if shown.returncode == 0 else None
+
+
+def line_keys(commit, module, source_of=source_at):
+    """{(line, col, operator, original, replacement): (change, text of its line, k)} of every change tools/mutate.py
+    can make to the module at `commit`, k counting those making that change on a line of that text, in source
+    order; None where the source cannot be read."""
+    source = source_of(commit, module)
+    if source is None:
+        return None
+    lines = source.splitlines()
+    seen, keys = collections.Counter(), {}
+    for _, _, operator, line, col, original, replacement in _mutate().changes(source):
+        where = (line, col, operator, original, replacement)
+        if where not in keys:
+            key = (_change_key({"operator": operator, "original": original, "replacement": replacement}),
+                   lines[line - 1].strip())
+            keys[where] = key + (seen[key],)
+            seen[key] += 1
+    return keys
+
+
+def _keys_of(report, source_of):
+    """{id: line key} of a report's mutants (None where its source cannot be read or does not make them)."""
+    keys = line_keys(report["commit"], report["module"], source_of)
+    if keys is None:
+        return None
+    found = {m["id"]: keys.get((m["line"], m["col"], m["operator"], m["original"], m["replacement"]))
+             for m in report["mutants"]}
+    return None if None in found.values() else found
+
+
 def _match(base, mutant, same_source, occurrence=None):
     """The id in `base` ({id: mutant}) of a later report's `mutant`: the same id when the module's source is the
     same, else the base mutant making the same change (`_change_key`): the same occurrence of it when both are
@@ -76,10 +129,13 @@ def _is_full(report):
     return not report.get("only")
 
 
-def module_score(reports, judged=()):
+def module_score(reports, judged=(), source_of=source_at):
     """{module, base (file name), commit, lines, stopped, mutants, killed, equivalent, unjudged, stale, later}: one
     module's score from its reports (dicts with a `file` key added); `judged` are its entries of the equivalents
-    file. `unjudged` are the survivors no entry names, `stale` the entries naming no survivor."""
+    file. `unjudged` are the survivors no entry names, `stale` the entries naming no survivor. `source_of(commit,
+    module)` gives a module's text at a report's commit and at "HEAD" (git's, by default): the base's mutants whose
+    change on a line of that text no longer exists at HEAD (the code removed or rewritten since) are `gone`, left out
+    of the counts whether they were killed or not."""
     reports = sorted(reports, key=lambda r: r["date"])
     full = [r for r in reports if _is_full(r)]
     complete = [r for r in full if r["complete"]]
@@ -88,12 +144,21 @@ def module_score(reports, judged=()):
     occurrence = base_occurrences(base)
     outcome = {i: m["status"] for i, m in mutants.items()}
     later = [r for r in reports if r["date"] > base["date"]]
+    base_keys = _keys_of(base, source_of)
+    by_line_key = {key: i for i, key in (base_keys or {}).items()}
     for report in later:
         same_source = report["source_sha256"] == base["source_sha256"]
+        keys = _keys_of(report, source_of) if by_line_key and not same_source else None
         for mutant in report["mutants"]:
-            found = _match(mutants, mutant, same_source, occurrence)
+            found = by_line_key.get(keys[mutant["id"]]) if keys else None
+            if found is None:
+                found = _match(mutants, mutant, same_source, occurrence)
             if found is not None:
                 outcome[found] = mutant["status"]
+    current = line_keys("HEAD", base["module"], source_of)
+    present = set() if current is None else set(current.values())
+    gone = set() if current is None or base_keys is None else {i for i in outcome if base_keys[i] not in present}
+    outcome = {i: status for i, status in outcome.items() if i not in gone}
     survivors = {i: mutants[i] for i, status in outcome.items() if status not in KILLED}
     equivalent, stale = set(), []
     for entry in judged:
@@ -105,6 +170,7 @@ def module_score(reports, judged=()):
     return {"module": base["module"], "base": base["file"], "commit": base["commit"][:7], "lines": base.get("lines"),
             "stopped": None if base["complete"] else (len(base["mutants"]), base["mutants_selected"]),
             "mutants": len(outcome), "killed": len(outcome) - len(survivors), "equivalent": len(equivalent),
+            "gone": len(gone),
             "unjudged": [{**m, "occurrence": occurrence[i]} if occurrence else m
                          for i, m in sorted(survivors.items()) if i not in equivalent], "stale": stale,
             "later": [r["file"] for r in later]}
@@ -144,13 +210,13 @@ def _change(entry):
 def markdown(scores, modules_in_packages):
     """The tables: per module, then per core package (modules with no stored report named)."""
     lines = ["| module | base report (commit) | later reports | mutants | killed | judged equivalent | score | "
-             "score less equivalents |", "|---|---|---|---|---|---|---|---|"]
+             "score less equivalents | gone since |", "|---|---|---|---|---|---|---|---|---|"]
     for s in sorted(scores, key=lambda s: s["module"]):
         where = f" lines {s['lines']}" if s["lines"] else ""
         stopped = f", stopped at {s['stopped'][0]} of {s['stopped'][1]}" if s["stopped"] else ""
         lines.append(f"| `{s['module']}`{where} | {s['base']} ({s['commit']}{stopped}) | {len(s['later'])} | "
                      f"{s['mutants']} | {s['killed']} | {s['equivalent']} | {_percent(s['killed'], s['mutants'])} | "
-                     f"{_percent(s['killed'], s['mutants'] - s['equivalent'])} |")
+                     f"{_percent(s['killed'], s['mutants'] - s['equivalent'])} | {s['gone']} |")
     lines += ["", "| package | modules with a report | mutants run | killed | judged equivalent | score | "
               "score less equivalents | modules with no report |", "|---|---|---|---|---|---|---|---|"]
     by_package = collections.defaultdict(list)
