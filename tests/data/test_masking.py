@@ -368,11 +368,21 @@ def _greedy_mask(originals, length, words, bits, config):
     visit, n_draw = floats[:seq], floats[seq:2 * seq]
     mask_draw, keep_draw = floats[2 * seq:2 * seq + slots], floats[2 * seq + slots:]
     random_index = bits[-slots:].astype(np.int64) % len(config.vocab_ids)
+    budget = min(slots, max(1, round(float(length) * config.masked_lm_budget)))
+    positions = _greedy_positions(words, budget, visit, n_draw, config)
+    labels = originals[positions]
+    final = [config.mask_id if mask_draw[i] < 0.8 else label if keep_draw[i] < 0.5
+             else config.vocab_ids[random_index[i]] for i, label in enumerate(labels)]
+    return positions, labels, final
+
+
+def _greedy_positions(words, budget, visit, n_draw, config):
+    """The offline greedy selection in plain Python: words ({position: word}) visited in increasing `visit` key
+    (ties: word order), the t-th visit's n-gram length drawn by `n_draw[t]` against the float32 cdf."""
     pieces = {}
     for position, word in words.items():
         pieces.setdefault(word, []).append(position)
     num_words = len(pieces)
-    budget = min(slots, max(1, round(float(length) * config.masked_lm_budget)))
     cdf = [np.float32(c) for c in pdata.ngram_cdf(config.ngram, config.favor_shorter_ngram)[:-1]]
     covered, taken = set(), 0
     for t, start in enumerate(sorted(range(num_words), key=lambda w: (visit[w], w))):
@@ -386,11 +396,30 @@ def _greedy_mask(originals, length, words, bits, config):
             continue
         covered |= set(range(start, start + m))
         taken += sum(len(pieces[w]) for w in range(start, start + m))
-    positions = sorted(p for w in covered for p in pieces[w])
-    labels = originals[positions]
-    final = [config.mask_id if mask_draw[i] < 0.8 else label if keep_draw[i] < 0.5
-             else config.vocab_ids[random_index[i]] for i, label in enumerate(labels)]
-    return positions, labels, final
+    return sorted(p for w in covered for p in pieces[w])
+
+
+def test_equal_visit_keys_go_in_word_order_and_a_draw_equal_to_the_cdf_takes_the_longer_ngram():
+    """`choose_words` on drawn values the uniform draws almost never give: every visit key equal (words then go in
+    order), and each n-gram draw exactly at a step of the float32 cdf (which picks the longer n-gram)."""
+    seq = 24
+    starts = np.zeros(seq, bool)
+    starts[[1, 2, 4, 5, 6, 9, 10, 12, 15, 16, 17, 20]] = True
+    candidate = np.zeros(seq, bool)
+    candidate[1:22] = True
+    words = {}
+    for p in range(1, 22):
+        words[p] = int(starts[1:p + 1].sum()) - 1
+    config = masking.MaskingConfig(0.5, SLOTS, mask_id=4, vocab_ids=np.arange(9))
+    cdf = [np.float32(c) for c in pdata.ngram_cdf(3)]
+    scattered = np.float32([(7 * w) % seq / seq for w in range(seq)])
+    for visit, n_draw, budget in ((np.zeros(seq, np.float32), np.full(seq, cdf[0], np.float32), 7),
+                                  (scattered, np.full(seq, cdf[0], np.float32), 9),
+                                  (scattered, np.full(seq, cdf[1], np.float32), 12),
+                                  (np.repeat(np.float32([0.5, 0.25]), seq // 2), np.tile(cdf[:2], seq // 2), 10)):
+        chosen = masking.choose_words(tf.constant(starts[None]), tf.constant(candidate[None]), tf.constant([budget]),
+                                      tf.constant(visit[None]), tf.constant(n_draw[None]), config).numpy()[0]
+        assert np.flatnonzero(chosen).tolist() == _greedy_positions(words, budget, visit, n_draw, config)
 
 
 @pytest.mark.parametrize("overrides", [
