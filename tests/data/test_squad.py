@@ -360,6 +360,43 @@ def test_latex_quotes_align_character_for_character(tokenizer):
     assert text[first:last + 1] == "`` big bad love ''"
 
 
+def _nearest_rule(index, pos, m, is_start):
+    """The docstring's rule from the nearest matched neighbours: a start after its left one (its right one when
+    nothing lies between them, 0 with nothing on the left), an end before its right one (its left one when nothing
+    lies between, m - 1 with nothing on the right); with nothing on one side and no room, the other side's."""
+    if index[pos] is not None:
+        return index[pos]
+    left = next((index[p] for p in range(pos - 1, -1, -1) if index[p] is not None), None)
+    right = next((index[p] for p in range(pos + 1, len(index)) if index[p] is not None), None)
+    if left is None:
+        return (0 if is_start else right - 1) if right >= 1 else right
+    if right is None:
+        room = m is not None and left < m - 1
+        return (left + 1 if is_start else m - 1) if room else left
+    if right > left + 1:
+        return left + 1 if is_start else right - 1
+    return right if is_start else left
+
+
+def test_convert_index_follows_its_nearest_neighbour_rule_on_random_mappings():
+    rng = random.Random(11)
+    for _ in range(3000):
+        n = rng.randint(1, 9)
+        index = [None] * n
+        value = rng.randint(0, 2)
+        for p in sorted(rng.sample(range(n), rng.randint(1, n))):
+            index[p] = value
+            value += rng.randint(1, 3)
+        m = rng.choice([None, value, value + rng.randint(0, 3)])
+        pos = rng.randrange(n)
+        for is_start in (True, False):
+            assert squad.convert_index(index, pos, m, is_start) == _nearest_rule(index, pos, m, is_start), (
+                index, pos, m, is_start)
+        assert squad.convert_index(index, pos, m) == _nearest_rule(index, pos, m, True)
+    with pytest.raises(ValueError, match="nothing is aligned"):
+        squad.convert_index([None, None], 1)
+
+
 def test_convert_index_matches_hand_worked_cases():
     index = [None, 0, None, None, 5, None]
     assert squad.convert_index(index, 1) == 0
