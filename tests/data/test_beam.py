@@ -546,11 +546,15 @@ def test_output_names_and_temporary_folders_are_beams(tmp_path, monkeypatch):
     assert seen == ["s3://b/d/beam-temp-out-*/*"]
 
 
-def test_stage_files_are_read_in_blocks_and_writes_cut_short_leave_nothing(tmp_path, caplog):
+def test_stage_files_are_read_in_blocks_and_writes_cut_short_leave_nothing(tmp_path, caplog, monkeypatch):
     one, two = tmp_path / "one", tmp_path / "two"
     one.write_bytes(b"abcdefg")
     two.write_bytes(b"hi")
+    opened = []
+    monkeypatch.setattr(beam_files, "beam_open", lambda path, opener=beam_files.beam_open: opened.append(
+        opener(path)) or opened[-1])
     assert list(beam_files.read_all([str(one), str(two)], block=3)) == [b"abc", b"def", b"g", b"hi"]
+    assert len(opened) == 2 and all(f.closed for f in opened)
     assert beam_files.read_range(str(one), 2, 4) == b"cdef"
     with pytest.raises(OSError, match=f"^{re.escape(str(one))}: 2 bytes at 5, expected 4$"):
         beam_files.read_range(str(one), 5, 4)

@@ -182,6 +182,12 @@ def test_long_question_is_cut_to_max_query_length_and_the_context_kept(tokenizer
 def test_a_context_without_alignment_is_counted_not_raised(tokenizer, caplog):
     with pytest.raises(squad.AlignmentError, match="the context is empty"):
         squad.align_context("", [], True)
+    with pytest.raises(squad.AlignmentError, match="the context is empty"):
+        squad.align_context("", ["\u2581a"], True)
+    with pytest.raises(squad.AlignmentError, match="the context has no pieces"):
+        squad.align_context("abc", [], True)
+    with pytest.raises(squad.AlignmentError, match="no character of the context matches its pieces"):
+        squad.align_context("abc", ["xyz"], True)
     stats = squad.ConversionStats()
     empty = squad.SquadExample(qas_id="q1", question_text="what?", paragraph_text="")
     for is_training, outcome in ((False, 'it is answered ""'), (True, "skipped for training")):
