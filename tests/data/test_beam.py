@@ -4,6 +4,7 @@ worker processes), Beam's output names read back by the records reader, the glob
 no output left by a failed run."""
 
 import collections
+import dataclasses
 import fnmatch
 import functools
 import glob
@@ -45,10 +46,11 @@ def _read(paths):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """The local tool's records for CORPUS, and the input file index of each record."""
+    """The local tool's records for CORPUS, the input file index of each record, its number of shards and its
+    `Stats`."""
     out = str(tmp_path_factory.mktemp("local") / "local.tfrecord")
-    create_pretraining_data(",".join(CORPUS), [out], spm_model_file=SPM, config=CONFIG, num_workers=1,
-                            shard_size_mb=SHARD_MB)
+    stats = create_pretraining_data(",".join(CORPUS), [out], spm_model_file=SPM, config=CONFIG, num_workers=1,
+                                    shard_size_mb=SHARD_MB)
     local = _read([out])
     origin = {}
     shards = _by_shard()
@@ -56,7 +58,7 @@ def reference(tmp_path_factory):
         for record in records:
             origin[record] = shard.file_index
     assert len(origin) == len(local) and len({s.file_index for s, _ in shards}) == 2 and len(shards) >= 4
-    return local, origin, len(shards)
+    return local, origin, len(shards), stats
 
 
 @functools.cache
@@ -111,7 +113,7 @@ def test_in_process_runner_same_records_as_local_tool_in_beam_named_files(tmp_pa
     monkeypatch.setattr(launcher, "_LOCAL_SEGMENTS", segments)
     prism = []
     monkeypatch.setattr(prism_runner.PrismRunner, "__init__", lambda self, *a, **k: prism.append(1))
-    local, origin, num_shards = reference
+    local, origin, num_shards, _ = reference
     prefix = tmp_path / "out" / "pretraining"
     stats = _beam(prefix, DIRECT + ["--direct_running_mode=in_memory"], shuffle=False, suffix=".tfrecord")
     assert not prism  # Beam's in-process Python runner, never the Prism binary
@@ -132,7 +134,7 @@ def test_in_process_runner_same_records_as_local_tool_in_beam_named_files(tmp_pa
 
 @pytest.mark.slow
 def test_multi_process_runner_same_records_and_global_shuffle_fixed_by_the_seed(tmp_path, reference):
-    local, origin, num_shards = reference
+    local, origin, num_shards, _ = reference
     prefix = tmp_path / "pretraining"
     _beam(prefix, DIRECT + ["--direct_running_mode=multi_processing", "--direct_num_workers=2"], shuffle=True,
           num_shards=2)
@@ -155,11 +157,14 @@ def test_multi_process_runner_same_records_and_global_shuffle_fixed_by_the_seed(
 @pytest.mark.parametrize("segments", [True, False], ids=["through-segment-files", "through-the-runner"])
 def test_global_shuffle_in_process_keeps_the_records(tmp_path, reference, monkeypatch, segments):
     monkeypatch.setattr(launcher, "_LOCAL_SEGMENTS", segments)
-    local, origin, _ = reference
+    local, origin, _, local_stats = reference
     prefix = tmp_path / "one"
-    _beam(prefix, DIRECT, shuffle=True, num_shards=1)
+    stats = _beam(prefix, DIRECT, shuffle=True, num_shards=1)
     beam_records = _read([f"{prefix}-00000-of-00001"])
     assert collections.Counter(beam_records) == collections.Counter(local)
+    counted = [f.name for f in dataclasses.fields(stats) if f.name not in ("elapsed_seconds", "files")]
+    assert {n: getattr(stats, n) for n in counted} == {n: getattr(local_stats, n) for n in counted}  # Beam metrics
+    assert stats.masked_positions > 0 and len(stats.ngram_accepted) == CONFIG.ngram and stats.files == 2
     share = sum(origin[r] for r in local) / len(local)
     assert _switches(beam_records, origin) > 0.6 * 2 * share * (1 - share) * len(local)
 
@@ -204,7 +209,7 @@ def test_batches_of_a_few_records_give_the_files_of_one_batch(tmp_path, referenc
 
 @pytest.mark.slow
 def test_script_runs_the_pipeline_with_beam_options(tmp_path, reference):
-    local, _, _ = reference
+    local, _, _, _ = reference
     out = tmp_path / "dir"
     result = run_script("create_pretraining_data.py", [
         f"--input_file={','.join(CORPUS)}", f"--output_dir={out}", f"--spm_model_file={SPM}", "--max_seq_length=64",
