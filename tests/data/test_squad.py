@@ -353,6 +353,41 @@ def test_alignment_reproduces_the_original_programme(tokenizer, text):
         assert 0 <= first <= last + 1 and last < len(text)
 
 
+@pytest.mark.parametrize("length, shift, band, full_width, matched", [
+    (100, 0, 5, False, 100),  # the first band
+    (20, 4, 10, False, 16),  # exactly 80% in the first band: the original widens it
+    (100, 7, 10, False, 93),  # the doubled band
+    (35, 7, 10, False, 28),  # exactly 80% in the doubled band: kept, as the original keeps it
+    (100, 12, 101, True, 88),  # only the full-width programme reaches 80%
+    (55, 11, 56, True, 44),  # exactly 80% at full width
+    (100, 30, None, False, 70),  # nothing does
+])
+def test_the_band_is_widened_as_the_original_widens_it_then_to_full_width(length, shift, band, full_width, matched):
+    """Distinct characters whose pieces start with `shift` marks and lose as many at the end: every match lies
+    `shift` off the diagonal, so the band that reaches 80% of the characters (more than 80% for the first band) is
+    known, and with it what the alignment reports."""
+    text = "".join(chr(0x4E00 + i) for i in range(length))
+    pieces = ["#"] * shift + list(text[:length - shift])
+    alignment = squad.align_context(text, pieces, True)
+    assert (alignment.band_width, alignment.full_width, alignment.matched) == (band, full_width, matched)
+    if band is not None:
+        assert alignment.token_span(0, 0) == (shift, shift)
+        assert alignment.char_span(shift, length - 1) == (0, length - shift - 1)
+
+
+def test_a_context_aligned_no_better_at_full_width_keeps_the_original_programmes_alignment():
+    """Under 80% in every band, and no more at full width: the alignment (which prediction still uses) is the one
+    the original's banded programme traces, not the full-width table's equally long other one."""
+    text, target = "leghgoeddnboelkima", "mpojjmkjfdpfoeodd"
+    aligned = squad.align_context(text, list(target), True)
+    reference, score = _reference_alignment(text, target, True)
+    assert aligned.band_width is None and aligned.matched == score == 4
+    full = alignment._trace_back(alignment._banded_lcs(list(text), target, len(text) + 1)[1], len(text),
+                                 len(target))[0]
+    assert full != reference  # the full-width table traces another alignment of the same length
+    assert list(aligned.start_token_of_char) == [squad.convert_index(reference, c) for c in range(len(text))]
+
+
 def test_latex_quotes_align_character_for_character(tokenizer):
     """The original's preprocessing keeps `` and '' (a quote is its own normalised self), so an SST-2 style
     context holding them aligns every character and a quoted answer maps back to its exact text."""

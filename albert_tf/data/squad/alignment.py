@@ -3,8 +3,8 @@ pieces maps to an exact slice of the context.
 
 The pieces (with the word-boundary mark read as a space) are aligned to the raw characters by a
 longest-common-subsequence dynamic programme restricted to a diagonal band, where each raw character is compared
-after normalising it alone. The band starts at |len(raw) - len(pieces)| + 5 characters and is doubled once if fewer
-than 80% of the raw characters matched; characters left unmatched take the positions of their matched neighbours
+after normalising it alone. The band starts at |len(raw) - len(pieces)| + 5 characters and is doubled once unless
+more than 80% of the raw characters matched; characters left unmatched take the positions of their matched neighbours
 (the original's `_convert_index`). (The original drops a question whose context aligns under 80% even after the
 doubling; here a full-width programme is tried first, see `windows.ConversionStats.wide_alignments`.)
 """
@@ -173,15 +173,13 @@ def align_context(paragraph_text, pieces, do_lower_case, char_cache=None):
             normalised = char_cache[char] = preprocess_text(char, lower=do_lower_case, remove_space=False)
         raw.append(normalised)
 
-    max_dist = abs(n - m) + 5
-    score, rows = 0, None
-    for _ in range(2):
-        score, rows = _banded_lcs(raw, target, max_dist)
-        if score > 0.8 * n:
-            break
-        max_dist *= 2
-    band, full_width = max_dist, False
-    if score < 0.8 * n or score == 0:
+    band = abs(n - m) + 5
+    score, rows = _banded_lcs(raw, target, band)
+    if score <= 0.8 * n:  # the original's one doubling of its band
+        band *= 2
+        score, rows = _banded_lcs(raw, target, band)
+    full_width = False
+    if score < 0.8 * n:
         full = max(n, m) + 1
         wide_score, wide_rows = _banded_lcs(raw, target, full)
         if wide_score > score:
