@@ -589,6 +589,8 @@ def test_frames_are_joined_into_pieces_of_at_most_the_batch_size(monkeypatch):
     assert b"".join(joined) == b"".join(pieces)
     assert list(frames.joined_pieces([])) == []
     assert list(frames.joined_pieces([b"x" * 12, b"y"])) == [b"x" * 12, b"y"]  # oversized first: no empty piece
+    for sizes, joined in (([5, 5], [10]), ([5, 5, 1], [10, 1]), ([12, 5, 5], [12, 10]), ([12, 5, 5, 1], [12, 10, 1])):
+        assert [len(p) for p in frames.joined_pieces([b"z" * n for n in sizes])] == joined, sizes
 
 
 def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():
