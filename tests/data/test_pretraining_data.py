@@ -1052,6 +1052,13 @@ def test_config_slots_fit_the_maskable_tokens_and_the_budget_is_rounded():
     assert dataclasses.replace(exact, max_predictions_per_seq=16, masked_lm_prob=0.0).validate() == []
 
 
+def test_a_config_shared_by_every_shard_cannot_be_changed_by_one():
+    config = pdata.PretrainingConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.dupe_factor = 1
+    assert hash(config) == hash(pdata.PretrainingConfig())
+
+
 def test_stats_merge_adds_counters_and_ngram_lists_of_any_length_but_not_the_time():
     first = pdata.Stats(files=1, instances=3, masked_positions=5, ngram_drawn=[4, 1], ngram_accepted=[2],
                         elapsed_seconds=2.0)
