@@ -1052,6 +1052,24 @@ def test_config_slots_fit_the_maskable_tokens_and_the_budget_is_rounded():
     assert dataclasses.replace(exact, max_predictions_per_seq=16, masked_lm_prob=0.0).validate() == []
 
 
+@pytest.mark.parametrize("flag, refused, accepted, rule", [
+    ("max_seq_length", 7, 8, "at least 8"), ("max_predictions_per_seq", -1, 0, "at least 0"),
+    ("masked_lm_prob", 1.01, 1.0, "in [0, 1]"), ("short_seq_prob", -0.1, 0.0, "in [0, 1]"),
+    ("ngram", 0, 1, "at least 1"), ("dupe_factor", 0, 1, "at least 1"),
+])
+def test_the_flags_declared_bounds_refuse_the_value_past_each(flag, refused, accepted, rule):
+    """create_pretraining_data's flags as the guard checks them before anything runs: one line naming the flag and
+    its rule at each declared edge."""
+    from albert_tf import guard  # pylint: disable=import-outside-toplevel
+    from albert_tf.errors import UsageError  # pylint: disable=import-outside-toplevel
+    from albert_tf.settings import flag_specs  # pylint: disable=import-outside-toplevel
+
+    specs = {name: spec for name, spec in flag_specs(pdata.PretrainingConfig).items() if name == flag}
+    with pytest.raises(UsageError, match=f"^--{flag}={re.escape(str(refused))}: must be {re.escape(rule)}$"):
+        guard.check_values(specs, {flag: refused})
+    guard.check_values(specs, {flag: accepted})
+
+
 def test_a_config_shared_by_every_shard_cannot_be_changed_by_one():
     config = pdata.PretrainingConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):
