@@ -1035,6 +1035,7 @@ def test_config_slots_fit_the_maskable_tokens_and_the_budget_is_rounded():
     """At most max_seq_length - 3 slots; the budget round(max_seq_length * masked_lm_prob), at least 1; slots
     doubled by the permutation objective."""
     assert pdata.PretrainingConfig(max_seq_length=10, max_predictions_per_seq=7).max_num_tokens == 7
+    assert len(pdata.PretrainingConfig(max_seq_length=10, max_predictions_per_seq=7).validate()) == 1  # a warning
     too_many = r"max_predictions_per_seq=8 is larger .* at most 7 maskable tokens \(and masked_lm_prob=0.15 gives a " \
                r"budget of at most 2\)"
     with pytest.raises(pdata.PretrainingDataError, match=too_many):
