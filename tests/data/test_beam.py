@@ -568,11 +568,16 @@ def test_stage_files_are_read_in_blocks_and_writes_cut_short_leave_nothing(tmp_p
         yield b"part"
         raise RuntimeError("worker lost")
 
+    created = []
+    create = beam_files.FileSystems.create
+    monkeypatch.setattr(beam_files.FileSystems, "create", lambda *a, **k: created.append(create(*a, **k)) or
+                        created[-1])
     with pytest.raises(RuntimeError, match="worker lost"):
         beam_files.write_all(str(tmp_path / "cut"), failing())
     assert not (tmp_path / "cut").exists()
     beam_files.write_all(str(tmp_path / "whole"), iter([b"ab", b"c"]))
     assert (tmp_path / "whole").read_bytes() == b"abc"
+    assert len(created) == 2 and all(f.closed for f in created)  # closed (and so committed) either way
     beam_files.delete([str(tmp_path / "whole"), str(tmp_path / "never-there"), str(one)])
     assert sorted(os.listdir(tmp_path)) == ["two"]
     assert "could not remove " + str(tmp_path / "never-there") in caplog.text
