@@ -351,6 +351,24 @@ def test_config_refuses_each_value_past_its_bound(tokenizer, overrides, message)
         masking.MaskingConfig(**{**made, **edge}).validate()
 
 
+def test_as_many_slots_as_tokens_work_and_more_are_refused(tokenizer):
+    """Every position of an 8-token record may be a prediction slot; a ninth slot cannot be filled and is refused."""
+    seq = 8
+    features = {"input_ids": tf.constant([[2, 10, 11, 3, 12, 13, 14, 3]]), "input_mask": tf.ones([1, seq], tf.int32),
+                "segment_ids": tf.constant([[0, 0, 0, 0, 1, 1, 1, 1]]), "token_boundary": tf.ones([1, seq], tf.int32)}
+    ones = tf.ones([1], tf.int64)
+    for slots in (seq, seq + 1):
+        batch = {**features, "masked_lm_positions": tf.zeros([1, slots], tf.int32),
+                 "masked_lm_ids": tf.zeros([1, slots], tf.int32), "masked_lm_weights": tf.zeros([1, slots])}
+        config = masking.MaskingConfig(1.0, slots, mask_id=4, vocab_ids=np.arange(20, dtype=np.int32))
+        if slots > seq:
+            with pytest.raises(ValueError, match=f"max_predictions_per_seq={slots} exceeds the sequence length {seq}"):
+                masking.mask_batch(batch, ones, ones, ones, config)
+        else:
+            out = masking.mask_batch(batch, ones, ones, ones, config)
+            assert out["masked_lm_positions"].numpy().tolist() == [[1, 2, 4, 5, 6, 0, 0, 0]]  # all 5 candidates
+
+
 # ----------------------------------------------------------------------------------------------------- exactly
 def _documented_bits(seed, file_index, record_index, pass_index, count):
     """The draws of one record as the module docstring defines them: one stateless uniform uint32 call keyed by
@@ -424,7 +442,8 @@ def test_equal_visit_keys_go_in_word_order_and_a_draw_equal_to_the_cdf_takes_the
 
 @pytest.mark.parametrize("overrides", [
     {}, {"favor_shorter_ngram": False, "masked_lm_budget": 0.3}, {"ngram": 1, "seed": 99},
-    {"do_whole_word_mask": False, "ngram": 4}, {"skip_orphans": True, "masked_lm_budget": 0.07}])
+    {"do_whole_word_mask": False, "ngram": 4}, {"skip_orphans": True, "masked_lm_budget": 0.07},
+    {"do_whole_word_mask": False, "ngram": 6}, {"masked_lm_budget": 0.01}])
 def test_masks_equal_the_documented_algorithm_run_record_by_record(sample_records, tokenizer, overrides):
     """Every output of `mask_batch` on 120 records equals the rules of the module docstring applied to one record
     at a time with its documented draws: candidates and words, budget, visit order, n-gram lengths, shortening
