@@ -388,6 +388,17 @@ def test_a_context_aligned_no_better_at_full_width_keeps_the_original_programmes
     assert list(aligned.start_token_of_char) == [squad.convert_index(reference, c) for c in range(len(text))]
 
 
+def test_unmatched_characters_take_a_start_and_an_end_from_their_neighbours():
+    """A piece character with no raw character (X between b and c) starts at c and ends at b; a raw character with
+    no piece character (X between b and c) starts in the piece after it and ends in the piece before it."""
+    inserted = squad.align_context("abcd", ["ab", "X", "cd"], True)
+    assert (inserted.tok_start_to_orig_index, inserted.tok_end_to_orig_index) == ([0, 2, 2], [1, 1, 3])
+    dropped = squad.align_context("abXcd", ["ab", "cd"], True)
+    assert list(dropped.start_token_of_char) == [0, 0, 1, 1, 1]
+    assert list(dropped.end_token_of_char) == [0, 0, 0, 1, 1]
+    assert dropped.token_span(2, 2) == (1, 0) and dropped.char_span(0, 1) == (0, 4)
+
+
 def test_latex_quotes_align_character_for_character(tokenizer):
     """The original's preprocessing keeps `` and '' (a quote is its own normalised self), so an SST-2 style
     context holding them aligns every character and a quoted answer maps back to its exact text."""
