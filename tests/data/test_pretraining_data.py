@@ -1101,6 +1101,9 @@ def test_stats_summary_gives_shares_means_and_rates():
     assert pdata.Stats().summary().splitlines()[1:3] == [
         "sentence-order label 1 (swapped/random B): 0.0%; mean tokens per instance 0.0",
         "mean masked positions per instance 0.00; masked n-gram sizes "]
+    assert pdata.Stats().summary().splitlines()[0] == (
+        "wrote 0 instances from 0 documents (0 skipped: fewer than 2 tokens), 0 files, 0 shards")
+    assert pdata.Stats(ngram_accepted=[0, 0]).summary().splitlines()[2].endswith("sizes 1: 0.0%, 2: 0.0%")
     one = pdata.Stats(instances=1, instance_tokens=7, masked_positions=3).summary().splitlines()
     assert one[1].endswith("mean tokens per instance 7.0")
     assert one[2].startswith("mean masked positions per instance 3.00")
