@@ -23,6 +23,7 @@ from albert_tf.data.pretraining import (PretrainingConfig, PretrainingDataError,
                                         plan_shards, shard_records)
 from albert_tf.data.pretraining import beam as beam_pipeline
 from albert_tf.data.pretraining.beam import files as beam_files
+from albert_tf.data.pretraining import shards
 from albert_tf.data.pretraining.beam import frames, launcher, options, worker_errors, write
 from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, STREAM_INTERLEAVE, derive_seed
 from albert_tf.data.tfrecord_writer import frame_records
@@ -42,6 +43,13 @@ def _read(paths):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     return [r.numpy() for path in paths for r in tf.data.TFRecordDataset(path)]
+
+
+@pytest.fixture(autouse=True)
+def _workers_remote_io_left_behind(monkeypatch):
+    """An in-process run's workers install Beam's file systems for remote inputs in this process
+    (`shards.use_remote_io`): undone after each test, so later tests read `ram://` inputs through TensorFlow."""
+    monkeypatch.setattr(shards, "_REMOTE_IO", dict(shards._REMOTE_IO))  # pylint: disable=protected-access
 
 
 @pytest.fixture(scope="module")
