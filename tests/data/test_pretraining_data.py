@@ -812,17 +812,11 @@ def test_encoder_matches_protobuf_serialization():
                 "empty": np.zeros((20, 0), np.int64)}
     features["input_ids"][0] = (1 << 63) - 1
     for n, record in enumerate(pdata.encode_examples(features)):
-        example = tf.train.Example()
-        for name, values in features.items():
-            feature = example.features.feature[name]
-            if values.dtype.kind == "f":
-                feature.float_list.value.extend(values[n].tolist())
-            else:
-                feature.int64_list.value.extend(values[n].tolist())
-        assert record == example.SerializeToString(deterministic=True)
+        assert record == _protobuf(features, n)
 
 
 def _protobuf(features, n):
+    """Row `n` of `features` as protobuf serializes a `tf.train.Example` of it (deterministic: keys sorted)."""
     example = tf.train.Example()
     for name, values in features.items():
         feature = example.features.feature[name]
