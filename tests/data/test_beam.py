@@ -8,6 +8,7 @@ import dataclasses
 import fnmatch
 import functools
 import glob
+import logging
 import os
 import sys
 import random
@@ -18,12 +19,15 @@ import pytest
 pytest.importorskip("apache_beam")
 
 # pylint: disable=wrong-import-position
+import apache_beam as beam
+from apache_beam.io.filesystem import FileMetadata
+
 from albert_tf.data import records as records_lib
 from albert_tf.data.pretraining import (PretrainingConfig, PretrainingDataError, TokenTables, create_pretraining_data,
                                         plan_shards, shard_records)
 from albert_tf.data.pretraining import beam as beam_pipeline
-from albert_tf.data.pretraining.beam import files as beam_files
 from albert_tf.data.pretraining import shards
+from albert_tf.data.pretraining.beam import files as beam_files
 from albert_tf.data.pretraining.beam import frames, launcher, options, worker_errors, write
 from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, STREAM_INTERLEAVE, derive_seed
 from albert_tf.data.tfrecord_writer import frame_records
@@ -384,8 +388,6 @@ def test_a_runner_is_local_for_the_direct_names_only(runner, direct):
 
 def test_the_direct_runner_runs_a_pipeline_with_the_given_options(tmp_path):
     """Built without Prism: Beam's FnApiRunner, handed the parsed options (seen by its workers), runs a pipeline."""
-    import apache_beam as beam  # pylint: disable=import-outside-toplevel
-
     parsed = options.pipeline_options(["--direct_num_workers=2", "--job_name=albert-test"])
     runner = options.direct_runner(parsed)
     carried = runner._provision_info.provision_info.pipeline_options.fields  # pylint: disable=protected-access
@@ -429,8 +431,6 @@ def test_a_marked_worker_message_is_found_anywhere_in_the_chain(via):
 def test_marked_errors_are_dropped_from_the_root_handlers_within_the_block(tmp_path):
     """Beam logs a failed bundle with the marked error in its message or its exception; those records are
     dropped inside `quiet_marked_errors` only, others pass, and the handlers are left as they were."""
-    import logging  # pylint: disable=import-outside-toplevel
-
     handler = logging.FileHandler(tmp_path / "log.txt")
     root = logging.getLogger()
     root.addHandler(handler)
@@ -514,8 +514,6 @@ def test_local_inputs_are_listed_as_the_local_tool_lists_them(tmp_path):
 def test_remote_inputs_are_listed_by_beams_file_systems(monkeypatch, caplog):
     """Each remote pattern's matches sorted, in the order of the patterns, a file matched twice listed once, a
     pattern matching nothing warned about, and nothing matched at all refused naming the patterns."""
-    from apache_beam.io.filesystem import FileMetadata  # pylint: disable=import-outside-toplevel
-
     store = {"gs://b/x2": 20, "gs://b/x1": 10, "gs://b/y": 5}
     monkeypatch.setattr(beam_files, "match", lambda pattern: [FileMetadata(p, n) for p, n in store.items()
                                                               if fnmatch.fnmatch(p, pattern)])
@@ -550,8 +548,6 @@ def test_output_names_and_temporary_folders_are_beams(tmp_path, monkeypatch):
     os.mkdir(temp)
     os.mkdir(tmp_path / "beam-temp-other-1")
     assert beam_files.temp_dirs(prefix) == {temp}
-    from apache_beam.io.filesystem import FileMetadata  # pylint: disable=import-outside-toplevel
-
     objects = ["s3://b/d/beam-temp-out-1/x", "s3://b/d/beam-temp-out-1/y", "s3://b/d/beam-temp-out-2/z"]
     seen = []
     monkeypatch.setattr(beam_files, "match", lambda p: seen.append(p) or [FileMetadata(o, 1) for o in objects])

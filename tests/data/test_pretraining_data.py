@@ -18,10 +18,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import fileio
+from albert_tf import fileio, guard
 from albert_tf.data import pretraining as pdata
 from albert_tf.data import tfrecord_writer
 from albert_tf.data.pretraining import instances, shards, writers
+from albert_tf.errors import UsageError
+from albert_tf.settings import flag_specs
 from albert_tf.text import tokenization
 from tests.data.original_algorithm import OriginalAlgorithm
 from tests.helpers import FIXTURES_DIR
@@ -1055,10 +1057,6 @@ def test_config_slots_fit_the_maskable_tokens_and_the_budget_is_rounded():
 def test_the_flags_declared_bounds_refuse_the_value_past_each(flag, refused, accepted, rule):
     """create_pretraining_data's flags as the guard checks them before anything runs: one line naming the flag and
     its rule at each declared edge."""
-    from albert_tf import guard  # pylint: disable=import-outside-toplevel
-    from albert_tf.errors import UsageError  # pylint: disable=import-outside-toplevel
-    from albert_tf.settings import flag_specs  # pylint: disable=import-outside-toplevel
-
     specs = {name: spec for name, spec in flag_specs(pdata.PretrainingConfig).items() if name == flag}
     with pytest.raises(UsageError, match=f"^--{flag}={re.escape(str(refused))}: must be {re.escape(rule)}$"):
         guard.check_values(specs, {flag: refused})
