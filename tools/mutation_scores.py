@@ -130,12 +130,12 @@ def _is_full(report):
 
 
 def module_score(reports, judged=(), source_of=source_at):
-    """{module, base (file name), commit, lines, stopped, mutants, killed, equivalent, unjudged, stale, later}: one
-    module's score from its reports (dicts with a `file` key added); `judged` are its entries of the equivalents
+    """{module, base (file name), commit, lines, stopped, mutants, killed, equivalent, gone, unjudged, stale, later}:
+    one module's score from its reports (dicts with a `file` key added); `judged` are its entries of the equivalents
     file. `unjudged` are the survivors no entry names, `stale` the entries naming no survivor. `source_of(commit,
     module)` gives a module's text at a report's commit and at "HEAD" (git's, by default): the base's mutants whose
-    change on a line of that text no longer exists at HEAD (the code removed or rewritten since) are `gone`, left out
-    of the counts whether they were killed or not."""
+    change on a line of that text no longer exists at HEAD (the code removed or rewritten since) are `gone`, left
+    out of the counts whether they were killed or not."""
     reports = sorted(reports, key=lambda r: r["date"])
     full = [r for r in reports if _is_full(r)]
     complete = [r for r in full if r["complete"]]
