@@ -147,6 +147,15 @@ def test_a_stored_report_is_never_written_over(tmp_path, capsys):
     assert report.read_text() == "{}"
 
 
+def test_an_empty_only_is_refused_not_taken_for_all(tmp_path, capsys):
+    """`--only $(mutation_scores.py --survivor-ids M)` with no survivor left must not run every mutant."""
+    with pytest.raises(SystemExit):
+        mutate.main(["albert_tf/data/natural_order.py", "tests/data/test_natural_order.py", "--only", "",
+                     "--report", str(tmp_path / "m.json")])
+    assert "--only: no mutant ids given" in capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()
+
+
 def test_the_summary_counts_timeouts_as_killed():
     results = [{"operator": "compare", "status": "killed"}, {"operator": "compare", "status": "survived"},
                {"operator": "return", "status": "timeout"}]
@@ -257,6 +266,23 @@ def test_a_later_run_is_matched_on_a_line_of_the_same_text_and_rewritten_code_le
     assert [m["line"] for m in score["unjudged"]] == [3, 3]
     unknown = scores.module_score([base, rerun], source_of=lambda commit, module: None)  # no git: as before
     assert (unknown["mutants"], unknown["gone"]) == (6, 0)
+
+
+def test_survivor_ids_are_the_unjudged_survivors_numbered_as_the_tool_numbers_the_module_at_head():
+    """Line `a` removed since the base run and line `b`'s mutants killed by a re-run: what is left to run again is
+    line `c`'s two mutants, ids 2 and 3 of the module at HEAD, then only 2 once its boolean mutant is judged."""
+    base_source, later_source = "a = f(True)\nb = g(True)\nc = h(True)\n", "b = g(True)\nc = h(True)\n"
+    sources = {"b" * 40: base_source, "d" * 40: later_source, "HEAD": later_source}
+    base = {**_rows(base_source, "survived", "b" * 40), "file": "m.json", "date": "2026-12-04T10:00"}
+    rerun = {**_rows(later_source, "killed", "d" * 40, only={1}), "file": "m.r.json", "date": "2026-12-04T11:00"}
+    at_head = {m.id: (m.line, m.operator) for m in mutate.generate_mutants(later_source)}
+    assert (at_head[2], at_head[3]) == ((2, "statement"), (2, "boolean"))
+    ids = scores.survivor_ids([base, rerun], source_of=lambda commit, module: sources[commit])
+    assert ids == [2, 3]
+    judged = [{"line": 3, "col": 6, "operator": "boolean", "original": "True", "replacement": "(False)", "why": "x"}]
+    assert scores.survivor_ids([base, rerun], judged, source_of=lambda commit, module: sources[commit]) == [2]
+    with pytest.raises(ValueError, match="m.py: its source"):
+        scores.survivor_ids([base, rerun], source_of=lambda commit, module: None)
 
 
 def test_the_tool_and_the_scores_count_occurrences_alike():

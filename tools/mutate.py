@@ -406,7 +406,7 @@ def main(argv=None):
     parser.add_argument("module", help="the module's path in the repository, e.g. albert_tf/fileio.py")
     parser.add_argument("tests", nargs="*", help="test files or node ids; pytest options (-k ...) after `--`")
     parser.add_argument("--operators", default=",".join(OPERATORS), help="comma-separated subset of OPERATORS")
-    parser.add_argument("--only", default="", help="comma-separated mutant ids to run (default: all)")
+    parser.add_argument("--only", default=None, help="comma-separated mutant ids to run (default: all)")
     parser.add_argument("--lines", default="", help="only mutants on these lines, FIRST-LAST")
     parser.add_argument("--timeout", type=float, default=0, help="seconds per mutant (default: 3 x baseline + 30)")
     parser.add_argument("--list", action="store_true", help="print the mutants and stop")
@@ -432,7 +432,9 @@ def main(argv=None):
             source = f.read()
     mutants = generate_mutants(source, tuple(args.operators.split(",")))
     occurrence = occurrences(mutants)
-    if args.only:
+    if args.only is not None:
+        if not args.only.strip():
+            parser.error("--only: no mutant ids given (none left to run?)")
         wanted = {int(i) for i in args.only.split(",")}
         mutants = [m for m in mutants if m.id in wanted]
     if args.lines:

@@ -18,7 +18,8 @@ A surviving mutant that a maintainer has judged equivalent (no input can tell it
 call's arguments swapped, a default always overridden) is listed with the reason in tools/mutation_equivalents.json,
 matched the same way (operator, text, nearest line and column). The score less those judged is the goal's (95%); a
 judgement that matches no survivor any more (the mutant was killed, or the code changed) is listed as stale.
-With --unjudged, the survivors not judged are printed as entries for that file, `why` left empty.
+With --unjudged, the survivors not judged are printed as entries for that file, `why` left empty; with
+--survivor-ids MODULE, their ids in the module at HEAD (or --at COMMIT), for tools/mutate.py's --only.
 """
 
 import argparse
@@ -176,6 +177,22 @@ def module_score(reports, judged=(), source_of=source_at):
             "later": [r["file"] for r in later]}
 
 
+def survivor_ids(reports, judged=(), commit="HEAD", source_of=source_at):
+    """The ids, as tools/mutate.py numbers the module's mutants at `commit`, of its survivors neither killed nor
+    judged (`module_score`'s `unjudged`), each found by its change on a line of the same text: what `mutate.py
+    --commit <commit> --only <ids>` runs again once tests for them are written. A survivor whose change the module
+    at `commit` no longer makes (the code rewritten since) has no id and is left out."""
+    score = module_score(reports, judged, source_of)
+    base = next(r for r in reports if r["file"] == score["base"])
+    base_keys = _keys_of(base, source_of)
+    source = source_of(commit, base["module"])
+    if base_keys is None or source is None:
+        raise ValueError(f"{base['module']}: its source at {base['commit'][:7]} or {commit} cannot be read with git")
+    made = {(m.line, m.col, m.operator, m.original, m.replacement): m.id for m in _mutate().generate_mutants(source)}
+    id_of = {key: made.get(where) for where, key in line_keys(commit, base["module"], source_of).items()}
+    return sorted(i for i in (id_of.get(base_keys[m["id"]]) for m in score["unjudged"]) if i is not None)
+
+
 def read_reports(folder=REPORTS):
     reports = collections.defaultdict(list)
     for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
@@ -270,8 +287,17 @@ def main():
     parser.add_argument("--equivalents", default=EQUIVALENTS, help="the judged-equivalent survivors (JSON)")
     parser.add_argument("--unjudged", action="store_true",
                         help="print the survivors not judged, as entries for the equivalents file, and stop")
+    parser.add_argument("--survivor-ids", metavar="MODULE",
+                        help="print the ids at --at of MODULE's survivors not judged, for mutate.py --only, and stop")
+    parser.add_argument("--at", default="HEAD", help="the commit whose mutant ids --survivor-ids gives")
     args = parser.parse_args()
     judged = read_equivalents(args.equivalents)
+    if args.survivor_ids:
+        reports = read_reports(args.reports).get(args.survivor_ids)
+        if not reports:
+            parser.error(f"--survivor-ids: no report in {args.reports} is of {args.survivor_ids}")
+        print(",".join(map(str, survivor_ids(reports, judged.get(args.survivor_ids, ()), args.at))))
+        return
     scores = [module_score(reports, judged.get(module, ())) for module, reports in read_reports(args.reports).items()]
     if args.unjudged:
         keys = ("line", "col", "occurrence", "operator", "original", "replacement")
