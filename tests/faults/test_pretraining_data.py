@@ -2,7 +2,11 @@
 the wrong kind. Each fails with one line naming the flag or file, changes nothing of the user's and leaves no
 temporary behind (workers stopped quietly)."""
 
+import glob
+import multiprocessing
 import os
+import re
+import resource
 import shutil
 import signal
 
@@ -11,7 +15,7 @@ import pytest
 from albert_tf import fileio
 from albert_tf.data import pretraining as pdata
 from albert_tf.data import tfrecord_writer
-from albert_tf.data.pretraining import shards
+from albert_tf.data.pretraining import pipeline, shards
 from albert_tf.errors import AlbertError, UsageError
 from tests.helpers import DATA_DIR, SPM, assert_one_line_error, leftovers, run_script, tmpfs, tree_snapshot
 
@@ -129,6 +133,82 @@ def test_stopped_workers_print_nothing(tmp_path, capfd):
     err = capfd.readouterr().err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert os.listdir(tmp_path) == []
+
+
+def _signal_state_of_a_worker(queue):
+    """In a forked child set up as the scripts' parent is (SIGTERM raising KeyboardInterrupt, the stop signals
+    blocked while the pool forks): what `_worker_init` leaves."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    pipeline._block_stop_signals()
+    pipeline._worker_init({"spm_model_file": SPM, "vocab_file": None, "do_lower_case": True}, CONFIG, "/tmp")
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    queue.put((signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, signal.getsignal(signal.SIGINT) == signal.SIG_IGN,
+               sorted(int(s) for s in set(blocked) & {signal.SIGINT, signal.SIGTERM})))
+
+
+def test_a_worker_takes_sigterm_by_default_ignores_ctrl_c_and_unblocks_both():
+    """What keeps stopped workers quiet, checked where it is set: a worker idle in the pool's queue when the pool's
+    `terminate()` comes must die of SIGTERM (the parent's KeyboardInterrupt handler there prints a traceback), leave
+    Ctrl-C to the parent, and not keep the stop signals blocked as they were while it was forked."""
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_signal_state_of_a_worker, args=(queue,))
+    child.start()
+    state = queue.get(timeout=60)
+    child.join(60)
+    assert state == (True, True, [])
+
+
+def test_stop_signals_are_blocked_while_the_pool_forks_and_restored_after():
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    mask = pipeline._block_stop_signals()
+    try:
+        assert {signal.SIGINT, signal.SIGTERM} <= signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    finally:
+        pipeline._restore_signals(mask)
+    assert mask == before and signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+
+
+@pytest.fixture()
+def open_file_limit():
+    """Restores this process's soft limit of open files after a test lowers it."""
+    limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+    yield limits
+    resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+
+
+def test_the_global_shuffle_raises_a_low_open_file_limit_instead_of_failing_at_the_end(tmp_path, open_file_limit):
+    """149 shards read at once under a soft limit with room for 80 more files (as `ulimit -n` 1024 is for a 4 GB
+    corpus at the default 4 MB shards): the run raises the soft limit and writes what it writes with room."""
+    books = sorted(glob.glob(os.path.join(CORPUS, "gutenberg-*.txt")))
+    create(books, [str(tmp_path / "roomy.tfrecord")], shard_size_mb=0.001)
+    open_now = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (open_now + 80, open_file_limit[1]))
+    create(books, [str(tmp_path / "tight.tfrecord")], shard_size_mb=0.001)
+    assert (tmp_path / "tight.tfrecord").read_bytes() == (tmp_path / "roomy.tfrecord").read_bytes()
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] > open_now + 149
+
+
+def test_a_hard_open_file_limit_too_low_for_the_global_shuffle_is_refused_before_any_record(tmp_path, monkeypatch):
+    books = sorted(glob.glob(os.path.join(CORPUS, "gutenberg-*.txt")))
+    shards_read = []
+    monkeypatch.setattr(pipeline, "_run_pool", lambda run, *args: shards_read.append(run.shards))
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (100, 150))
+    with pytest.raises(pdata.PretrainingDataError) as raised:
+        create(books, [str(tmp_path / "out.tfrecord")], shard_size_mb=0.001)
+    message, count = str(raised.value), len(shards.plan_shards(books, 0.001))
+    assert f"reads all {count} shards at once" in message and "allows 150 open files (ulimit -Hn)" in message
+    suggested = float(re.search(r"raise --shard_size_mb to ([0-9.e-]+), turn it off", message).group(1))
+    open_now = len(os.listdir("/proc/self/fd"))
+    room = 150 - 64 - open_now  # the hard limit less the spare files and those open now
+    assert len(shards.plan_shards(books, suggested)) <= room + 2 < len(shards.plan_shards(books, suggested / 2))
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (50, open_now + 64 + 5))  # room for fewer than the files
+    with pytest.raises(pdata.PretrainingDataError, match=r"open files \(ulimit -Hn\): turn it off"):
+        create(books, [str(tmp_path / "out.tfrecord")], shard_size_mb=0.001)
+    assert shards_read == [] and os.listdir(tmp_path) == []
+    create(books, [str(tmp_path / "out.tfrecord")], shard_size_mb=0.001, global_shuffle=False)  # no shuffle: no limit
+    assert len(shards_read) == 0 and (tmp_path / "out.tfrecord").stat().st_size > 0
 
 
 def test_a_killed_worker_ends_the_run_instead_of_hanging(tmp_path):

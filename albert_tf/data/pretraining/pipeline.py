@@ -51,8 +51,8 @@ class Progress:
 
 
 _WORKER = {}
-# Shard files the global shuffle reads at once (one open file each).
-MAX_SHUFFLED_SHARDS = 16384
+# Open files kept free beside the global shuffle's shard files (outputs, libraries, logs).
+_SPARE_FILES = 64
 # What stops a run. The scripts turn SIGTERM into KeyboardInterrupt in the parent (`albert_tf.cli`); a worker must
 # not inherit that: the pool's `terminate()` stops workers with SIGTERM, which must end them quietly (not with a
 # KeyboardInterrupt traceback each), and Ctrl-C is for the parent, which then stops the pool. The signals are
@@ -167,11 +167,12 @@ def create_pretraining_data(input_files, output_files, *, spm_model_file=None, v
 
     Raises:
       PretrainingDataError (a ValueError) for bad flags, no matching / empty / binary / unreadable input, an input
-      directory, or no instances; tokenization.TokenizerError (a ValueError) for a missing or unreadable tokenizer
-      file; `errors.UsageError` for an output that is one of the inputs (however spelled: links, relative paths),
-      before anything is written; `fileio.OutputError` for an output that is a directory (or under a file), or an
-      OS error while writing (a full disk), naming the output. Nothing is left at the output paths (nor temporary
-      files, nor directories made for them) when an error is raised, and nothing there is replaced.
+      directory, no instances, or a global shuffle of more shards than the open-file limit allows;
+      tokenization.TokenizerError (a ValueError) for a missing or unreadable tokenizer file; `errors.UsageError`
+      for an output that is one of the inputs (however spelled: links, relative paths), before anything is written;
+      `fileio.OutputError` for an output that is a directory (or under a file), or an OS error while writing (a full
+      disk), naming the output. Nothing is left at the output paths (nor temporary files, nor directories made for
+      them) when an error is raised, and nothing there is replaced.
     """
     config = config or PretrainingConfig()
     for warning in config.validate():
@@ -194,10 +195,8 @@ def create_pretraining_data(input_files, output_files, *, spm_model_file=None, v
         logger.warning("remote input files are read in a single process")
         num_workers = 1
     interleave = global_shuffle and len(shards) > 1
-    if interleave and len(shards) > MAX_SHUFFLED_SHARDS:
-        raise PretrainingDataError(
-            f"the global shuffle reads at most {MAX_SHUFFLED_SHARDS} shards at once, this input has {len(shards)}: "
-            f"raise --shard_size_mb, turn it off (--noglobal_shuffle) or run on Beam (--runner)")
+    if interleave:
+        _make_room_for_open_files(files, len(shards), shard_size_mb)
     run = _Run(shards, config, progress, progress_every)
     with AtomicRecordWriters(output_files, output_what) as writers:
         if num_workers == 1 and not interleave:
@@ -218,6 +217,36 @@ def create_pretraining_data(input_files, output_files, *, spm_model_file=None, v
     stats.files = len(files)
     stats.elapsed_seconds = time.monotonic() - run.started
     return stats
+
+
+def _open_files_now():
+    fds = "/proc/self/fd"
+    return len(os.listdir(fds)) if os.path.isdir(fds) else _SPARE_FILES
+
+
+def _make_room_for_open_files(files, count, shard_size_mb):
+    """The global shuffle reads the files of all `count` shards of `files` at once: raises this process's soft
+    limit of open files (`ulimit -n`, 1024 on many systems) up to its hard limit where it is lower than that needs,
+    so that a large corpus does not fail with "Too many open files" at the end of the run. Raises
+    `PretrainingDataError` before any record is built when the hard limit (`ulimit -Hn`) is too low, naming the
+    shard size that fits (the shard size doubled until the plan fits; none when the files alone are too many)."""
+    try:
+        import resource  # pylint: disable=import-outside-toplevel
+    except ImportError:  # not a POSIX system: no limit to read
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = count + _open_files_now() + _SPARE_FILES
+    if soft == resource.RLIM_INFINITY or need <= soft:
+        return
+    if hard != resource.RLIM_INFINITY and need > hard:
+        room, size = hard - need + count, shard_size_mb
+        while len(files) <= room and len(plan_shards(files, size)) > room:
+            size *= 2
+        larger = f"raise --shard_size_mb to {size:g}, " if len(files) <= room else ""
+        raise PretrainingDataError(
+            f"the global shuffle reads all {count} shards at once, and this system allows {hard} open files "
+            f"(ulimit -Hn): {larger}turn it off (--noglobal_shuffle) or run on Beam (--runner)")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
 
 def _run_pool(run, writers, tables, tokenizer_args, config, num_workers, interleave):
