@@ -234,6 +234,59 @@ def test_auto_tokenizer_gives_full_tokenizer_ids(encoder_folder):
     length = len(pair["input_ids"])
     assert pair["input_ids"] == ids[:length] and pair["token_type_ids"] == segments[:length]
     assert not any(ids[length:])
+    for texts in [(lines[0], lines[1]), (lines[2],)]:  # tokenizer.json's own template: the same ids and segments
+        ids, _, segments = encode_pair(ours, *texts, max_seq_length=128)
+        encoded = raw.encode(*texts)
+        assert encoded.ids == ids[:len(encoded.ids)] and encoded.type_ids == segments[:len(encoded.ids)]
+        assert not any(ids[len(encoded.ids):])
+
+
+def test_special_tokens_in_text_are_one_id_each_and_skipped_in_decoding(encoder_folder):
+    """The SentencePiece model's control and unknown pieces (read with sentencepiece, not from our file) are the
+    added tokens: written in a text, "[MASK]" is the mask id (a fill-mask prompt), wherever it stands and whatever
+    the case folding, the rest of the text FullTokenizer's ids; `skip_special_tokens` drops each of them."""
+    import sentencepiece  # pylint: disable=import-outside-toplevel
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=SPM)
+    special = {processor.id_to_piece(i) for i in range(processor.get_piece_size())
+               if processor.is_control(i) or processor.is_unknown(i)}
+    with open(os.path.join(encoder_folder[1], huggingface_tokenizer.TOKENIZER_JSON), encoding="utf-8") as f:
+        added = json.load(f)["added_tokens"]
+    assert {token["content"] for token in added} == special == {"<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"}
+    theirs = transformers.AutoTokenizer.from_pretrained(encoder_folder[1], local_files_only=True)
+    ours = FullTokenizer(spm_model_file=SPM, do_lower_case=True)
+    mask = ours.convert_tokens_to_ids(["[MASK]"])[0]
+    for before, after in [("Paris is the", "of France."), ("Paris is the", ". of France"), ("x", "y")]:
+        for joined in (f"{before} [MASK] {after}", f"{before}[MASK]{after}"):
+            want = (ours.convert_tokens_to_ids(ours.tokenize(before)) + [mask]
+                    + ours.convert_tokens_to_ids(ours.tokenize(after)))
+            assert theirs(joined, add_special_tokens=False)["input_ids"] == want, joined
+    ids = theirs("paris is the [MASK] of france.")["input_ids"]
+    assert theirs.decode(ids, skip_special_tokens=True) == "paris is the of france."
+    assert theirs.decode(ids).startswith("[CLS] paris")
+    raw = tokenizers.Tokenizer.from_file(os.path.join(encoder_folder[1], huggingface_tokenizer.TOKENIZER_JSON))
+    assert raw.encode("paris is the [MASK] of france.").ids == ids  # tokenizer.json alone marks them special too
+    assert raw.decode(ids, skip_special_tokens=True) == "paris is the of france."
+
+
+def test_tokenizer_files_are_the_files_written(tmp_path):
+    """`tokenizer_files` (what `huggingface.folder_files` lists and the staging checks) names exactly what
+    `write_tokenizer` writes, for each kind of tokenizer, and nothing for none."""
+    for kind, arguments in [("spm", {"spm_model_file": SPM}), ("wordpiece", {"vocab_file": WORDPIECE})]:
+        folder = tmp_path / kind
+        folder.mkdir()
+        written = huggingface_tokenizer.write_tokenizer(str(folder), **arguments)
+        assert sorted(written) == sorted(os.listdir(folder)) == sorted(huggingface_tokenizer.tokenizer_files(
+            **arguments))
+    assert huggingface_tokenizer.tokenizer_files() == ()
+
+
+def test_the_digit_comma_rule_is_the_originals():
+    """A piece ending in a digit and a comma, as the original's `encode_pieces` re-splits them (its length over 1,
+    the comma last, a digit before it): those pieces' scores are lowered in tokenizer.json."""
+    rule = huggingface_tokenizer._digit_comma
+    assert [piece for piece in ["1,", "\u25811,", "a1,", "12,", ",", "a,", "1", "1,2", "\u2581,"] if rule(piece)] == [
+        "1,", "\u25811,", "a1,", "12,"]
 
 
 # Code: brackets around numbers and commas (docs/compatibility.md, "Where Hugging Face's AlbertTokenizer differs").

@@ -126,7 +126,8 @@ def sweep_texts():
     skip = [(0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7A3), (0xD800, 0xF8FF)]
     cps = [cp for cp in range(0x10000) if not any(lo <= cp <= hi for lo, hi in skip)]
     cps += [0x20000, 0x2A700, 0x1F600, 0x1F44D, 0x1F3FD, 0xE0041, 0xE0100, 0x10400, 0x10428, 0x1D400, 0x1D7CE]
-    cps += list(unicode_graph.normalization_exceptions("NFKD")) + [ord(c) for c, _ in unicode_graph._lowercase_patches()]
+    cps += list(unicode_graph.normalization_exceptions("NFKD"))
+    cps += [ord(c) for c, _ in unicode_graph._lowercase_patches()]
     return [f"Ab{c}Σ {c}1{c}, {c} AΣ{c}b" for c in map(chr, cps)]
 
 
@@ -234,6 +235,9 @@ def test_pair_truncation_is_the_originals():
             assert got["input_ids"][i].numpy().tolist() == tokens + pad, (max_seq_length, la, lb)
             assert got["segment_ids"][i].numpy().tolist() == segments + pad
             assert got["input_mask"][i].numpy().tolist() == [1] * len(tokens) + pad
+    wide = pack_inputs(tf.cast(ids_a, tf.int64), tf.cast(ids_b, tf.int64), max_seq_length, cls_id=2, sep_id=3)
+    for name, value in got.items():  # int64 ids (a lookup table's) pack to the same int32 features
+        assert value.dtype == wide[name].dtype == tf.int32 and wide[name].numpy().tolist() == value.numpy().tolist()
 
 
 def test_layer_in_a_keras_model_and_its_config():
