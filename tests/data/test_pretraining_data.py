@@ -8,6 +8,7 @@ import io
 import itertools
 import logging
 import math
+import multiprocessing
 import os
 import random
 import re
@@ -56,6 +57,11 @@ def parse_all(paths, max_seq_length, slots):
     }
     dataset = tf.data.TFRecordDataset(paths).batch(1 << 20).map(lambda s: tf.io.parse_example(s, spec))
     return {k: v.numpy() for k, v in next(iter(dataset)).items()}
+
+
+def _bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def run(tmp_path, name="out.tfrecord", inputs=None, outputs=1, **kwargs):
@@ -297,6 +303,21 @@ def test_byte_identical_across_worker_counts(tmp_path):
     for a, b in zip(one, two):
         with open(a, "rb") as fa, open(b, "rb") as fb:
             assert fa.read() == fb.read()
+    # Without the global shuffle: records written in this process as they come (no worker function), by forked
+    # workers, and by spawned ones (no fork: each builds its tokenizer), the same bytes and the same counts.
+    plain, plain_stats = run(tmp_path, "p1.tfrecord", inputs=inputs, outputs=2, num_workers=1, shard_size_mb=0.03,
+                             global_shuffle=False)
+    forked, forked_stats = run(tmp_path, "p2.tfrecord", inputs=inputs, outputs=2, num_workers=2,
+                               shard_size_mb=0.03, global_shuffle=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+        spawned, spawned_stats = run(tmp_path, "p3.tfrecord", inputs=inputs, outputs=2, num_workers=2,
+                                     shard_size_mb=0.03, global_shuffle=False)
+    for paths in (forked, spawned):
+        assert [_bytes(p) for p in paths] == [_bytes(p) for p in plain]
+    counts = [dataclasses.replace(s, elapsed_seconds=0) for s in (plain_stats, forked_stats, spawned_stats, stats)]
+    assert counts[0].instances > 100 and sum(counts[0].ngram_drawn) > 0
+    assert counts[1] == counts[0] and counts[2] == counts[0] and counts[3] == counts[0]
     again, _ = run(tmp_path, "again.tfrecord", inputs=inputs, outputs=2, shard_size_mb=0.03)
     other, _ = run(tmp_path, "seed.tfrecord", inputs=inputs, outputs=2, shard_size_mb=0.03, random_seed=7)
     with open(one[0], "rb") as f1, open(again[0], "rb") as f2, open(other[0], "rb") as f3:

@@ -82,7 +82,6 @@ def _worker_init(tokenizer_args, config, temp_dir):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     if _WORKER.get("tokenizer_args") != tokenizer_args:  # not inherited through fork: build it here
         _WORKER["tables"] = TokenTables(tokenization.FullTokenizer(**tokenizer_args))
-        _WORKER["tokenizer_args"] = tokenizer_args
     _WORKER["config"] = config
     _WORKER["temp_dir"] = temp_dir
     _WORKER["tables"].num_threads = 1  # one process per core already
