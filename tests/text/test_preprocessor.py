@@ -273,6 +273,11 @@ def test_layer_errors(tmp_path):
         AlbertTextPreprocessor()
     with pytest.raises(ValueError, match="max_seq_length"):
         AlbertTextPreprocessor(vocab_file=VOCAB_FILE, max_seq_length=2)
+    shortest = AlbertTextPreprocessor(vocab_file=VOCAB_FILE, max_seq_length=3)  # [CLS] one token [SEP]
+    np.testing.assert_array_equal(shortest(tf.constant(["我爱"]))["input_ids"], [[101, 2769, 102]])
+    default = AlbertTextPreprocessor(vocab_file=VOCAB_FILE)  # rows of 128, as TF Hub's ALBERT preprocessing
+    assert default(tf.constant(["我"]))["input_ids"].shape == (1, 128)
+    assert not default.trainable and not default.trainable_weights  # nothing in it to train
     layer = AlbertTextPreprocessor(vocab_file=str(tmp_path / "absent_vocab.txt"))  # files are read lazily
     with pytest.raises(TokenizerError, match="absent_vocab.txt"):
         layer(tf.constant(["x"]))
