@@ -1160,12 +1160,30 @@ def test_overwrites_existing_output_atomically(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["existing.tfrecord"]
 
 
-def test_progress_reports(tmp_path):
-    seen = []
-    _, stats = run(tmp_path, inputs=corpus_files()[:2], progress=seen.append, progress_every=100)
-    assert seen[-1].shards_done == seen[-1].shards_total == stats.shards
-    assert seen[-1].instances == stats.instances and seen[-1].documents == stats.documents
-    assert len(seen) >= stats.instances // 100
+@pytest.mark.parametrize("workers, shuffle", [(1, False), (1, True), (2, False)])
+def test_progress_reports(tmp_path, workers, shuffle):
+    """A report after every shard and whenever the records written pass a multiple of `progress_every`; its
+    counts only grow and end at the run's: every shard, document, instance and byte of text."""
+    seen, inputs = [], corpus_files()[:2]
+    _, stats = run(tmp_path, inputs=inputs, progress=seen.append, progress_every=100, shard_size_mb=0.03,
+                   num_workers=workers, global_shuffle=shuffle)
+    assert stats.shards > 2 and stats.instances > 200
+    last = seen[-1]
+    assert last.shards_done == last.shards_total == stats.shards
+    assert last.instances == stats.instances and last.documents == stats.documents
+    assert last.text_bytes_done == last.text_bytes_total == sum(os.path.getsize(f) for f in inputs)
+    for field in ("shards_done", "documents", "instances", "text_bytes_done", "elapsed_seconds"):
+        values = [getattr(p, field) for p in seen]
+        assert values == sorted(values), field
+    assert len(seen) >= stats.shards + 1
+    if workers == 1 and not shuffle:  # records counted one by one: one report per hundred, one per shard
+        assert len(seen) == stats.shards + stats.instances // 100
+        finished, documents_then = 0, 0
+        for report in seen:
+            if report.shards_done > finished:
+                finished, documents_then = report.shards_done, report.documents
+            else:  # within a shard: its documents count already
+                assert report.documents > documents_then
     summary = stats.summary()
     assert f"wrote {stats.instances} instances" in summary and "sentence-order label 1" in summary
 
