@@ -316,8 +316,16 @@ def test_byte_identical_across_worker_counts(tmp_path):
     for paths in (forked, spawned):
         assert [_bytes(p) for p in paths] == [_bytes(p) for p in plain]
     counts = [dataclasses.replace(s, elapsed_seconds=0) for s in (plain_stats, forked_stats, spawned_stats, stats)]
-    assert counts[0].instances > 100 and sum(counts[0].ngram_drawn) > 0
-    assert counts[1] == counts[0] and counts[2] == counts[0] and counts[3] == counts[0]
+    # and the counts are those of the shards' records made one by one, each shard counted alone then added up
+    config = pdata.PretrainingConfig(dupe_factor=1, max_seq_length=128)
+    tables = pdata.TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
+    added = pdata.Stats(files=len(inputs), ngram_drawn=[0] * config.ngram, ngram_accepted=[0] * config.ngram)
+    for shard in shards.plan_shards(inputs, 0.03):
+        alone = pdata.Stats(ngram_drawn=[0] * config.ngram, ngram_accepted=[0] * config.ngram)
+        assert len(list(pdata.shard_records(shard, config, tables, alone))) == alone.instances
+        added.merge(alone)
+    assert added.instances > 100 and sum(added.ngram_drawn) > 0 and added.shards == stats.shards
+    assert counts == [added] * 4
     again, _ = run(tmp_path, "again.tfrecord", inputs=inputs, outputs=2, shard_size_mb=0.03)
     other, _ = run(tmp_path, "seed.tfrecord", inputs=inputs, outputs=2, shard_size_mb=0.03, random_seed=7)
     with open(one[0], "rb") as f1, open(again[0], "rb") as f2, open(other[0], "rb") as f3:
