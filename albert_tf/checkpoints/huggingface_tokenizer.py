@@ -88,7 +88,8 @@ def sentencepiece_tokenizer_json(spm_model_file, do_lower_case):
     """The `tokenizer.json` (Hugging Face `tokenizers` serialisation) of a SentencePiece model: the original's
     normalisation (quotes as Hugging Face maps them, NFKD without accents, lowercasing with `do_lower_case`, then
     the model's own normaliser), whitespace splitting with a word boundary before each word, and a Unigram model
-    of the model's pieces and scores. Only control and unknown pieces are added tokens."""
+    of the model's pieces and scores (characters it has no piece for become byte pieces where the model was trained
+    with byte fallback, as SentencePiece does, else `<unk>`). Only control and unknown pieces are added tokens."""
     proto = _sentencepiece_proto(spm_model_file)
     pieces = [(p.piece, p.score - _DIGIT_COMMA_PENALTY if _digit_comma(p.piece) else p.score, p.type)
               for p in proto.pieces]
@@ -115,7 +116,7 @@ def sentencepiece_tokenizer_json(spm_model_file, do_lower_case):
         "post_processor": _template(ids["[CLS]"], ids["[SEP]"]),
         "decoder": metaspace,
         "model": {"type": "Unigram", "unk_id": ids["<unk>"], "vocab": [[p, s] for p, s, _ in pieces],
-                  "byte_fallback": False},
+                  "byte_fallback": bool(proto.trainer_spec.byte_fallback)},
     }
 
 

@@ -163,7 +163,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
 
     @property
     def _asset_name(self):
-        return os.path.basename(self._tokenizer_file) or ("spiece.model" if self.is_sentencepiece else "vocab.txt")
+        return os.path.basename(self._tokenizer_file)
 
     def get_config(self):
         config = super().get_config()

@@ -26,6 +26,7 @@ tokenizers = pytest.importorskip("tokenizers")  # transformers' own dependency
 
 from albert_tf import fileio  # noqa: E402  (after the skips)
 from albert_tf.checkpoints import conversion  # noqa: E402
+from albert_tf.checkpoints.errors import CheckpointMismatchError  # noqa: E402
 from albert_tf.errors import UsageError  # noqa: E402
 from albert_tf.checkpoints import huggingface, huggingface_tokenizer, save_checkpoint  # noqa: E402
 from albert_tf.text.tokenization import encode_pair  # noqa: E402
@@ -256,7 +257,8 @@ def test_special_tokens_in_text_are_one_id_each_and_skipped_in_decoding(encoder_
     theirs = transformers.AutoTokenizer.from_pretrained(encoder_folder[1], local_files_only=True)
     ours = FullTokenizer(spm_model_file=SPM, do_lower_case=True)
     mask = ours.convert_tokens_to_ids(["[MASK]"])[0]
-    for before, after in [("Paris is the", "of France."), ("Paris is the", ". of France"), ("x", "y")]:
+    for before, after in [("Paris is the", "of France."), ("Paris is the", ". of France"), ("x", "y"),
+                          ("\U0001F600 \u2603x", "\U0001F600")]:  # pieces the model does not have: <unk>
         for joined in (f"{before} [MASK] {after}", f"{before}[MASK]{after}"):
             want = (ours.convert_tokens_to_ids(ours.tokenize(before)) + [mask]
                     + ours.convert_tokens_to_ids(ours.tokenize(after)))
@@ -267,6 +269,43 @@ def test_special_tokens_in_text_are_one_id_each_and_skipped_in_decoding(encoder_
     raw = tokenizers.Tokenizer.from_file(os.path.join(encoder_folder[1], huggingface_tokenizer.TOKENIZER_JSON))
     assert raw.encode("paris is the [MASK] of france.").ids == ids  # tokenizer.json alone marks them special too
     assert raw.decode(ids, skip_special_tokens=True) == "paris is the of france."
+
+
+def test_a_tokenizer_fits_a_vocabulary_of_its_size_or_more_and_not_less(tmp_path):
+    """The 30,000 pieces of `30k-clean.model` fit a vocab_size of 30000 (or a padded 30008), not 29999."""
+    for vocab_size in (30000, 30008):
+        folder = tmp_path / str(vocab_size)
+        folder.mkdir()
+        huggingface_tokenizer.write_tokenizer(str(folder), spm_model_file=SPM, vocab_size=vocab_size)
+    with pytest.raises(CheckpointMismatchError, match="has 30000 tokens but the model's vocab_size is 29999"):
+        huggingface_tokenizer.write_tokenizer(str(tmp_path), spm_model_file=SPM, vocab_size=29999)
+
+
+def test_a_byte_fallback_model_gives_its_byte_pieces_too(tmp_path):
+    """A user's SentencePiece model trained with byte fallback spells characters it has no piece for in byte
+    pieces (`<0xF0>` ...), in FullTokenizer and in the exported tokenizer.json alike, not `<unk>`; transformers'
+    AlbertTokenizer builds its own model without byte fallback (docs/compatibility.md): `<unk>` there only."""
+    import sentencepiece  # pylint: disable=import-outside-toplevel
+
+    with open(os.path.join(DATA_DIR, "corpus", "sample_text.txt"), encoding="utf-8") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    model = tmp_path / "bytes.model"
+    with open(model, "wb") as writer:
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines), model_writer=writer, vocab_size=400, pad_id=0, unk_id=1, bos_id=-1,
+            eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"], byte_fallback=True, minloglevel=2)
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    huggingface_tokenizer.write_tokenizer(str(folder), spm_model_file=str(model))
+    raw = tokenizers.Tokenizer.from_file(str(folder / huggingface_tokenizer.TOKENIZER_JSON))
+    theirs = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    ours = FullTokenizer(spm_model_file=str(model))
+    for text in ["the quick fox", "Zebra q\u00fc \U0001F600 \u2603x", "\u65e5\u672c"]:
+        expected = ours.convert_tokens_to_ids(ours.tokenize(text))
+        assert raw.encode(text, add_special_tokens=False).ids == expected, text
+    assert ours.tokenize("the \U0001F600") == ["\u2581the", "\u2581", "<0xF0>", "<0x9F>", "<0x98>", "<0x80>"]
+    assert theirs("the \U0001F600", add_special_tokens=False)["input_ids"] == ours.convert_tokens_to_ids(
+        ["\u2581the", "\u2581", "<unk>"])
 
 
 def test_tokenizer_files_are_the_files_written(tmp_path):

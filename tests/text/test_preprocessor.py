@@ -268,6 +268,24 @@ def test_keras_archive_carries_the_vocabulary(tmp_path):
     np.testing.assert_array_equal(restored(tf.constant(["我爱北京 Café"]))["input_ids"], expected)
 
 
+def test_loaded_assets_replace_the_tables_already_built(tmp_path):
+    """`load_assets` (a `.keras` archive opened into a layer that has run) gives the archive's vocabulary, not the
+    tables the layer built from its own file."""
+    vocab = tmp_path / "vocab.txt"
+    shutil.copy(VOCAB_FILE, vocab)
+    layer = AlbertTextPreprocessor(vocab_file=str(vocab), max_seq_length=5)
+    before = layer(tf.constant(["我爱"]))["input_ids"].numpy().tolist()
+    assets = tmp_path / "assets"
+    assets.mkdir()
+    with open(VOCAB_FILE, encoding="utf-8") as f:
+        tokens = f.read().splitlines()
+    swapped = {"我": "爱", "爱": "我"}
+    (assets / "vocab.txt").write_text("\n".join(swapped.get(t, t) for t in tokens) + "\n", encoding="utf-8")
+    layer.load_assets(str(assets))
+    after = layer(tf.constant(["我爱"]))["input_ids"].numpy().tolist()
+    assert before == [[101, 2769, 4263, 102, 0]] and after == [[101, 4263, 2769, 102, 0]]
+
+
 def test_layer_errors(tmp_path):
     with pytest.raises(TokenizerError, match="spm_model_file"):
         AlbertTextPreprocessor()
@@ -279,8 +297,10 @@ def test_layer_errors(tmp_path):
     assert default(tf.constant(["我"]))["input_ids"].shape == (1, 128)
     assert not default.trainable and not default.trainable_weights  # nothing in it to train
     layer = AlbertTextPreprocessor(vocab_file=str(tmp_path / "absent_vocab.txt"))  # files are read lazily
-    with pytest.raises(TokenizerError, match="absent_vocab.txt"):
+    with pytest.raises(TokenizerError, match="WordPiece vocabulary file not found: .*absent_vocab.txt"):
         layer(tf.constant(["x"]))
+    with pytest.raises(TokenizerError, match="SentencePiece model file not found: .*absent.model"):
+        AlbertTextPreprocessor(spm_model_file=str(tmp_path / "absent.model")).tokenize(["x"])
     bad = tmp_path / "bad.model"
     bad.write_bytes(b"not a model")
     with pytest.raises(TokenizerError, match="bad.model"):
