@@ -318,6 +318,9 @@ def test_tokenizer_files_are_the_files_written(tmp_path):
         assert sorted(written) == sorted(os.listdir(folder)) == sorted(huggingface_tokenizer.tokenizer_files(
             **arguments))
     assert huggingface_tokenizer.tokenizer_files() == ()
+    with open(tmp_path / "spm" / huggingface_tokenizer.TOKENIZER_CONFIG, encoding="utf-8") as f:
+        config = json.load(f)  # the defaults: uncased, as 30k-clean.model; ALBERT's 512 positions
+    assert (config["do_lower_case"], config["model_max_length"]) == (True, 512)
 
 
 def test_the_digit_comma_rule_is_the_originals():

@@ -14,7 +14,7 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
-from albert_tf.text import unicode_graph
+from albert_tf.text import unicode_graph, wordpiece
 from albert_tf.serving.text_module import export_text_preprocessor
 from albert_tf.text.preprocessor import AlbertTextPreprocessor, pack_inputs
 from albert_tf.text.tokenization import FullTokenizer, TokenizerError, encode_pair, truncate_seq_pair
@@ -266,6 +266,19 @@ def test_keras_archive_carries_the_vocabulary(tmp_path):
     os.remove(vocab_copy)  # the archive must not need the original file
     restored = keras.models.load_model(archive)
     np.testing.assert_array_equal(restored(tf.constant(["我爱北京 Café"]))["input_ids"], expected)
+
+
+@pytest.mark.parametrize("limit", [0, 1, 3, 200])
+def test_words_at_the_length_limit_in_four_byte_characters_as_the_original(limit):
+    """WordPiece's limit counts characters: a word of `limit` emoji (4 bytes each, in the Chinese vocabulary with
+    their `##` forms) is split into pieces, one more character makes it `[UNK]`, as the original's tokenizer."""
+    original = wordpiece.WordpieceTextTokenizer.from_file(VOCAB_FILE, max_input_chars_per_word=limit)
+    layer = AlbertTextPreprocessor(vocab_file=VOCAB_FILE, max_input_chars_per_word=limit)
+    words = ["\U0001F44D" * n for n in (max(limit, 1), limit + 1)]
+    got = layer.tokenize(tf.constant([f"a {word} b" for word in words])).to_list()
+    want = [original.tokenize(f"a {word} b") for word in words]
+    assert [[t.decode("utf-8") for t in row] for row in got] == want
+    assert want[1][1] == "[UNK]" and (limit == 0 or len(want[0]) == limit + 2)
 
 
 def test_loaded_assets_replace_the_tables_already_built(tmp_path):
