@@ -931,6 +931,39 @@ def test_error_bad_input_file(tmp_path, out_dir, content, message):
     assert_nothing_written(out_dir)
 
 
+def test_how_many_workers_a_run_starts(tmp_path, monkeypatch, caplog):
+    """`num_workers` 0 or None: one per CPU; never more than the shards; one for remote inputs (with a warning);
+    the pool only when there is more than one worker or the global shuffle has more than one shard to mix."""
+    from albert_tf.data.pretraining import pipeline  # pylint: disable=import-outside-toplevel
+
+    pools = []
+    real = pipeline._run_pool
+
+    def run_pool(run, writers, tables, tokenizer_args, config, num_workers, interleave):
+        pools.append((len(run.shards), num_workers, interleave))
+        return real(run, writers, tables, tokenizer_args, config, num_workers, interleave)
+
+    monkeypatch.setattr(pipeline, "_run_pool", run_pool)
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    book = corpus_files()[:1]
+    remote = "ram://worker-count/book.txt"
+    with open(book[0], "rb") as source, tf.io.gfile.GFile(remote, "wb") as target:
+        target.write(source.read())
+    cases = [({"num_workers": None}, book, 0.01, (7, 3, True)), ({"num_workers": 0}, book, 0.01, (7, 3, True)),
+             ({"num_workers": 8}, book, 0.01, (7, 7, True)), ({"num_workers": 2}, book, 1.0, None),
+             ({"num_workers": 1, "global_shuffle": False}, book, 0.01, None),
+             ({"num_workers": 2, "global_shuffle": False}, book, 0.01, (7, 2, False)),
+             ({"num_workers": 2, "global_shuffle": False}, [remote], 0.01, None),
+             ({"num_workers": 1, "global_shuffle": False}, [remote], 0.01, None)]
+    for i, (arguments, inputs, shard_size_mb, pool) in enumerate(cases):
+        pools.clear()
+        caplog.clear()
+        run(tmp_path, f"{i}.tfrecord", inputs=inputs, shard_size_mb=shard_size_mb, **arguments)
+        assert pools == ([pool] if pool else []), (arguments, inputs)
+        warned = "remote input files are read in a single process" in caplog.text
+        assert warned == (inputs == [remote] and arguments["num_workers"] > 1), arguments
+
+
 def test_remote_inputs_are_read_through_gfile_or_the_file_systems_installed(tmp_path, monkeypatch):
     """A remote input (TF's in-memory filesystem here) gives the records its local copy gives; a Beam worker's
     own file systems, once installed, open and size remote paths instead of TensorFlow."""
