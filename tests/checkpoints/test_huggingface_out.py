@@ -277,7 +277,8 @@ def test_a_tokenizer_fits_a_vocabulary_of_its_size_or_more_and_not_less(tmp_path
         folder = tmp_path / str(vocab_size)
         folder.mkdir()
         huggingface_tokenizer.write_tokenizer(str(folder), spm_model_file=SPM, vocab_size=vocab_size)
-    with pytest.raises(CheckpointMismatchError, match="has 30000 tokens but the model's vocab_size is 29999"):
+    with pytest.raises(CheckpointMismatchError, match="30k-clean.model has 30000 tokens but the model's vocab_size "
+                       "is 29999"):
         huggingface_tokenizer.write_tokenizer(str(tmp_path), spm_model_file=SPM, vocab_size=29999)
 
 
@@ -321,6 +322,14 @@ def test_tokenizer_files_are_the_files_written(tmp_path):
     with open(tmp_path / "spm" / huggingface_tokenizer.TOKENIZER_CONFIG, encoding="utf-8") as f:
         config = json.load(f)  # the defaults: uncased, as 30k-clean.model; ALBERT's 512 positions
     assert (config["do_lower_case"], config["model_max_length"]) == (True, 512)
+    assert (config["tokenizer_class"], config["keep_accents"], config["remove_space"]) == ("AlbertTokenizer", False,
+                                                                                          True)
+    assert {k: config[k] for k in huggingface_tokenizer.SPM_SPECIAL} == huggingface_tokenizer.SPM_SPECIAL
+    with open(tmp_path / "wordpiece" / huggingface_tokenizer.TOKENIZER_CONFIG, encoding="utf-8") as f:
+        config = json.load(f)
+    assert (config["tokenizer_class"], config["tokenize_chinese_chars"], config["strip_accents"]) == (
+        "BertTokenizer", True, None)
+    assert {k: config[k] for k in huggingface_tokenizer.WORDPIECE_SPECIAL} == huggingface_tokenizer.WORDPIECE_SPECIAL
 
 
 def test_the_digit_comma_rule_is_the_originals():

@@ -281,6 +281,27 @@ def test_words_at_the_length_limit_in_four_byte_characters_as_the_original(limit
     assert want[1][1] == "[UNK]" and (limit == 0 or len(want[0]) == limit + 2)
 
 
+def test_texts_of_any_rank_up_to_a_column_and_the_ids_of_the_markers(tmp_path):
+    """A scalar is one row, a [batch, 1] column is its batch (as a Keras `Input(shape=(1,))` gives), in `call`
+    and in `tokenize`; `cls_id`/`sep_id` build the tables on first use; the tables are built once; the tokenizer
+    file is the layer's asset, so a SavedModel of anything tracking the layer carries it."""
+    layer = AlbertTextPreprocessor(vocab_file=VOCAB_FILE, max_seq_length=4)
+    assert (layer.cls_id, layer.sep_id) == (101, 102)
+    row = [101, 2769, 102, 0]
+    for texts, rows in [(tf.constant("我"), [row]), (tf.constant(["我", "我爱"]), [row, [101, 2769, 4263, 102]]),
+                        (tf.constant([["我"], ["我爱"]]), [row, [101, 2769, 4263, 102]]), (["我"], [row])]:
+        assert layer(texts)["input_ids"].numpy().tolist() == rows, texts
+    assert layer.tokenize(tf.constant("我爱")).to_list() == [["我".encode(), "爱".encode()]]
+    assert layer.tokenize(tf.constant([["我"], ["爱"]])).to_list() == [["我".encode()], ["爱".encode()]]
+    assert layer.ensure_resources() is layer.ensure_resources()
+    spm_layer = AlbertTextPreprocessor(spm_model_file=SPM)
+    assert (spm_layer.sep_id, spm_layer.cls_id) == (3, 2)
+    module = tf.Module()
+    module.preprocessor = layer
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    assert os.listdir(tmp_path / "saved" / "assets") == ["vocab_chinese.txt"]
+
+
 def test_loaded_assets_replace_the_tables_already_built(tmp_path):
     """`load_assets` (a `.keras` archive opened into a layer that has run) gives the archive's vocabulary, not the
     tables the layer built from its own file."""
