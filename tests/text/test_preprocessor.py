@@ -302,6 +302,20 @@ def test_texts_of_any_rank_up_to_a_column_and_the_ids_of_the_markers(tmp_path):
     assert os.listdir(tmp_path / "saved" / "assets") == ["vocab_chinese.txt"]
 
 
+def test_convert_tokens_to_ids_dense_and_ragged_on_a_fresh_layer():
+    """As `FullTokenizer.convert_tokens_to_ids` for the vocabulary's tokens, any shape; a token outside it is the
+    unknown id (SentencePiece) or -1 (WordPiece), as documented."""
+    for layer, tokenizer, tokens, outside in [
+            (AlbertTextPreprocessor(vocab_file=VOCAB_FILE), FullTokenizer(vocab_file=VOCAB_FILE), ["我", "[UNK]"], -1),
+            (AlbertTextPreprocessor(spm_model_file=SPM), FullTokenizer(spm_model_file=SPM), ["\u2581the", "[SEP]"],
+             1)]:
+        want = tokenizer.convert_tokens_to_ids(tokens) + [outside]
+        dense = layer.convert_tokens_to_ids([tokens + ["no such token"]])
+        assert dense.dtype == tf.int32 and dense.numpy().tolist() == [want]
+        ragged = layer.convert_tokens_to_ids(tf.ragged.constant([tokens, ["no such token"]]))
+        assert ragged.dtype == tf.int32 and ragged.to_list() == [want[:2], [outside]]
+
+
 def test_loaded_assets_replace_the_tables_already_built(tmp_path):
     """`load_assets` (a `.keras` archive opened into a layer that has run) gives the archive's vocabulary, not the
     tables the layer built from its own file."""
