@@ -13,6 +13,7 @@ import os
 import random
 import re
 import struct
+import time
 import types
 
 import numpy as np
@@ -962,6 +963,26 @@ def test_how_many_workers_a_run_starts(tmp_path, monkeypatch, caplog):
         assert pools == ([pool] if pool else []), (arguments, inputs)
         warned = "remote input files are read in a single process" in caplog.text
         assert warned == (inputs == [remote] and arguments["num_workers"] > 1), arguments
+
+
+def test_workers_are_forked_where_they_can_be_with_their_files_beside_the_outputs(tmp_path, monkeypatch):
+    """Forked (they inherit the tokenizer; spawned only where there is no fork), and their temporary files in the
+    first output's directory's staging folder (the outputs' disk), not the system's temporary folder; the run's
+    time is measured."""
+    import tempfile  # pylint: disable=import-outside-toplevel
+
+    contexts, folders = [], []
+    get_context, mkdtemp = multiprocessing.get_context, tempfile.mkdtemp
+    monkeypatch.setattr(multiprocessing, "get_context", lambda method=None: contexts.append(method) or get_context(
+        method))
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kwargs: folders.append(kwargs.get("dir")) or mkdtemp(**kwargs))
+    out = tmp_path / "records"
+    started = time.monotonic()
+    _, stats = run(out, inputs=corpus_files()[:1], outputs=2, num_workers=2, shard_size_mb=0.01)
+    took = time.monotonic() - started
+    assert contexts == ["fork"] and folders == [fileio.sidecar_dir(out)]
+    assert 0 < stats.elapsed_seconds <= took
+    assert sorted(os.listdir(out)) == ["0-out.tfrecord", "1-out.tfrecord"]
 
 
 def test_remote_inputs_are_read_through_gfile_or_the_file_systems_installed(tmp_path, monkeypatch):

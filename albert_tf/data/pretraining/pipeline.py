@@ -260,11 +260,10 @@ def _run_pool(run, writers, tables, tokenizer_args, config, num_workers, interle
     from concurrent.futures.process import BrokenProcessPool  # pylint: disable=import-outside-toplevel
 
     first = writers.paths[0]
-    # Beside the outputs (same disk) but in their directory's sidecar, where no glob over the outputs reaches.
+    # Beside the outputs (same disk) but in their directory's sidecar, where no glob over the outputs reaches; the
+    # sidecar exists (the outputs are staged in it) and is kept while it holds them.
     local_parent = None if fileio.is_remote(first) else fileio.sidecar_dir(os.path.dirname(os.path.abspath(first)))
     with writers.writing(first):
-        if local_parent:
-            os.makedirs(local_parent, exist_ok=True)
         temp_dir = tempfile.mkdtemp(prefix=f".workers.partial-{os.getpid()}-", dir=local_parent)
     # Forked workers inherit the tokenizer tables (no reload); they never use TensorFlow, so forking a parent that
     # imported it is safe. Elsewhere (no fork) they are spawned and build the tables in `_worker_init`.
