@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import random
 import re
+import signal
 import struct
 import time
 import types
@@ -977,9 +978,10 @@ def test_workers_are_forked_where_they_can_be_with_their_files_beside_the_output
         method))
     monkeypatch.setattr(tempfile, "mkdtemp", lambda **kwargs: folders.append(kwargs.get("dir")) or mkdtemp(**kwargs))
     out = tmp_path / "records"
-    started = time.monotonic()
+    started, blocked = time.monotonic(), signal.pthread_sigmask(signal.SIG_BLOCK, [])
     _, stats = run(out, inputs=corpus_files()[:1], outputs=2, num_workers=2, shard_size_mb=0.01)
     took = time.monotonic() - started
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == blocked  # Ctrl-C reaches the parent again
     assert contexts == ["fork"] and folders == [fileio.sidecar_dir(out)]
     assert 0 < stats.elapsed_seconds <= took
     assert sorted(os.listdir(out)) == ["0-out.tfrecord", "1-out.tfrecord"]

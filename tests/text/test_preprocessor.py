@@ -198,6 +198,23 @@ def test_digit_comma_rule_on_pieces_without_prefix(tmp_path):
         assert got["input_ids"][i].numpy().tolist() == encode_pair(tokenizer, a, b, 16)[0]
 
 
+def test_digit_comma_rule_without_a_dummy_prefix(tmp_path):
+    """A model trained with `add_dummy_prefix` off: a digit-comma piece with its "▁" (from a space in the text) is
+    re-split without it, and the "▁" is lost, as the original's `encode_pieces` loses it."""
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(read_sample()), model_writer=model, vocab_size=300, model_type="unigram", pad_id=0,
+        unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        user_defined_symbols=["\u25819,", "9,"], add_dummy_prefix=False, num_threads=1, minloglevel=2,
+        character_coverage=1.0)
+    path = tmp_path / "no_prefix.model"
+    path.write_bytes(model.getvalue())
+    tokenizer = FullTokenizer(spm_model_file=str(path))
+    assert tokenizer.sp_model.encode("a 9,", out_type=str)[-1] == "\u25819,"
+    assert tokenizer.tokenize("a 9,")[-2:] == ["9", ","]
+    assert_same_ids(tokenizer, AlbertTextPreprocessor(spm_model_file=str(path)), ["a 9,", "a 9, b 9,", "9, x"])
+
+
 def test_pairs_agree_with_encode_pair(pair, sample):
     _, tokenizer, layer = pair
     texts_a = sample[:120] + TRICKY_TEXTS + ["only a", "only a"]
