@@ -1,6 +1,9 @@
 """The progress-line rule of the long jobs (`albert_tf/progress.py`) and the lines the data scripts log with it."""
 
+import dataclasses
 import logging
+
+import pytest
 
 from albert_tf import progress
 from albert_tf.data.corpus.pipeline import CorpusStats
@@ -38,6 +41,19 @@ def test_the_pretraining_data_line_comes_at_once_then_per_interval_and_at_the_en
         "shards 3/4, documents 30, instances 300 (20/s), text 3.0/4.0 MB, about 5 s left",
         "shards 4/4, documents 40, instances 400 (25/s), text 4.0/4.0 MB",
     ]
+
+
+def test_the_pretraining_data_line_at_its_edges():
+    """No time yet and no text (an empty shard list): a line, no division by zero; one byte of one done is all of
+    it (nothing left to tell). A report is a value: it cannot be changed after it is made."""
+    nothing = Progress(shards_done=0, shards_total=0, documents=0, instances=0, text_bytes_done=0,
+                       text_bytes_total=0, elapsed_seconds=0.0)
+    assert nothing.describe() == "shards 0/0, documents 0, instances 0 (0/s), text 0.0/0.0 MB" and nothing.finished
+    tiny = dataclasses.replace(nothing, shards_done=0, shards_total=1, text_bytes_done=1, text_bytes_total=1,
+                               elapsed_seconds=2.0)
+    assert tiny.describe() == "shards 0/1, documents 0, instances 0 (0/s), text 0.0/0.0 MB" and not tiny.finished
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tiny.instances = 5
 
 
 def test_the_corpus_line_comes_per_interval(caplog):
