@@ -933,6 +933,15 @@ def test_error_bad_input_file(tmp_path, out_dir, content, message):
     assert_nothing_written(out_dir)
 
 
+def test_a_report_every_2048_records_by_default_and_the_configs_warnings_logged(tmp_path, caplog):
+    seen = []
+    with caplog.at_level(logging.WARNING):
+        _, stats = run(tmp_path, inputs=corpus_files()[:2], progress=seen.append, dupe_factor=10,
+                       max_predictions_per_seq=40, global_shuffle=False)
+    assert stats.instances > 2048 and 2048 in [p.instances for p in seen] and len(seen) == stats.shards + 1
+    assert "max_predictions_per_seq=40 exceeds the largest masking budget" in caplog.text
+
+
 def test_how_many_workers_a_run_starts(tmp_path, monkeypatch, caplog):
     """`num_workers` 0 or None: one per CPU; never more than the shards; one for remote inputs (with a warning);
     the pool only when there is more than one worker or the global shuffle has more than one shard to mix."""
@@ -956,14 +965,15 @@ def test_how_many_workers_a_run_starts(tmp_path, monkeypatch, caplog):
              ({"num_workers": 1, "global_shuffle": False}, book, 0.01, None),
              ({"num_workers": 2, "global_shuffle": False}, book, 0.01, (7, 2, False)),
              ({"num_workers": 2, "global_shuffle": False}, [remote], 0.01, None),
-             ({"num_workers": 1, "global_shuffle": False}, [remote], 0.01, None)]
+             ({"num_workers": 1, "global_shuffle": False}, [remote], 0.01, None),
+             ({"global_shuffle": False}, book, 0.01, None), ({}, book, 0.01, (7, 1, True))]  # one by default
     for i, (arguments, inputs, shard_size_mb, pool) in enumerate(cases):
         pools.clear()
         caplog.clear()
         run(tmp_path, f"{i}.tfrecord", inputs=inputs, shard_size_mb=shard_size_mb, **arguments)
         assert pools == ([pool] if pool else []), (arguments, inputs)
         warned = "remote input files are read in a single process" in caplog.text
-        assert warned == (inputs == [remote] and arguments["num_workers"] > 1), arguments
+        assert warned == (inputs == [remote] and arguments.get("num_workers", 1) > 1), arguments
 
 
 def test_workers_are_forked_where_they_can_be_with_their_files_beside_the_outputs(tmp_path, monkeypatch):
@@ -1239,6 +1249,7 @@ def test_progress_reports(tmp_path, workers, shuffle):
     for field in ("shards_done", "documents", "instances", "text_bytes_done", "elapsed_seconds"):
         values = [getattr(p, field) for p in seen]
         assert values == sorted(values), field
+    assert 0 < seen[0].elapsed_seconds <= last.elapsed_seconds <= stats.elapsed_seconds
     assert len(seen) >= stats.shards + 1
     if workers == 1 and not shuffle:  # records counted one by one: one report per hundred, one per shard
         assert len(seen) == stats.shards + stats.instances // 100
