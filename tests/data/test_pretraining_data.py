@@ -955,7 +955,8 @@ def test_how_many_workers_a_run_starts(tmp_path, monkeypatch, caplog):
         return real(run, writers, tables, tokenizer_args, config, num_workers, interleave)
 
     monkeypatch.setattr(pipeline, "_run_pool", run_pool)
-    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    cpus = [3]
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus[0])
     book = corpus_files()[:1]
     remote = "ram://worker-count/book.txt"
     with open(book[0], "rb") as source, tf.io.gfile.GFile(remote, "wb") as target:
@@ -974,6 +975,24 @@ def test_how_many_workers_a_run_starts(tmp_path, monkeypatch, caplog):
         assert pools == ([pool] if pool else []), (arguments, inputs)
         warned = "remote input files are read in a single process" in caplog.text
         assert warned == (inputs == [remote] and arguments.get("num_workers", 1) > 1), arguments
+    cpus[0] = None  # os.cpu_count() cannot tell: one worker
+    pools.clear()
+    run(tmp_path, "unknown.tfrecord", inputs=book, shard_size_mb=0.01, num_workers=None, global_shuffle=False)
+    assert pools == []
+
+
+def test_outputs_given_as_one_comma_separated_string_and_an_output_that_is_an_input(tmp_path):
+    book = corpus_files()[0]
+    first, second = str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")
+    stats = pdata.create_pretraining_data(book, f"{first},{second},", spm_model_file=SPM,
+                                          config=pdata.PretrainingConfig(dupe_factor=1))
+    assert stats.instances > 10 and sorted(os.listdir(tmp_path)) == ["a.tfrecord", "b.tfrecord"]
+    with pytest.raises(pdata.PretrainingDataError, match="no output files given"):
+        pdata.create_pretraining_data(book, ",", spm_model_file=SPM)
+    with pytest.raises(UsageError) as raised:
+        pdata.create_pretraining_data(book, [book], spm_model_file=SPM, input_what="--input_file",
+                                      output_what="--output_file")
+    assert str(raised.value).startswith(f"--output_file {book} would overwrite the input --input_file {book}")
 
 
 def test_workers_are_forked_where_they_can_be_with_their_files_beside_the_outputs(tmp_path, monkeypatch):
