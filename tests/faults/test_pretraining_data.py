@@ -263,8 +263,9 @@ def test_write_error_names_the_output(tmp_path, monkeypatch):
         create(SAMPLE, [str(out)], output_what="--output_file")
     assert os.listdir(tmp_path) == []
     # The shards' temporary files of the global shuffle: the OS's reason, said to be theirs, once.
-    with pytest.raises(fileio.OutputError) as raised:
-        create(BOOK, [str(out)], output_what="--output_file", shard_size_mb=0.01)
+    with pytest.raises(fileio.OutputError) as raised:  # named as the first output
+        create(BOOK, [str(out), str(tmp_path / "other" / "y.tfrecord")], output_what="--output_file",
+               shard_size_mb=0.01)
     assert str(raised.value) == (f"cannot write --output_file {out}: No space left on device (writing the worker "
                                  "processes' temporary files)")
     assert os.listdir(tmp_path) == []

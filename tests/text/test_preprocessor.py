@@ -308,6 +308,11 @@ def test_texts_of_any_rank_up_to_a_column_and_the_ids_of_the_markers(tmp_path):
     for texts, rows in [(tf.constant("我"), [row]), (tf.constant(["我", "我爱"]), [row, [101, 2769, 4263, 102]]),
                         (tf.constant([["我"], ["我爱"]]), [row, [101, 2769, 4263, 102]]), (["我"], [row])]:
         assert layer(texts)["input_ids"].numpy().tolist() == rows, texts
+    two = [row, [101, 4263, 102, 0]]
+    assert layer((tf.constant(["我", "爱"]),))["input_ids"].numpy().tolist() == two  # a 1-tuple: its batch
+    assert layer(["我", "爱"])["input_ids"].numpy().tolist() == two  # two strings: two texts, not a pair
+    assert layer(("我", "爱"))["input_ids"].numpy().tolist() == two
+    assert layer((tf.constant(["我"]), tf.constant(["爱"])))["input_ids"].numpy().tolist() == [[101, 2769, 102, 102]]
     assert layer.tokenize(tf.constant("我爱")).to_list() == [["我".encode(), "爱".encode()]]
     assert layer.tokenize(tf.constant([["我"], ["爱"]])).to_list() == [["我".encode()], ["爱".encode()]]
     assert layer.ensure_resources() is layer.ensure_resources()
