@@ -338,6 +338,20 @@ def test_convert_tokens_to_ids_dense_and_ragged_on_a_fresh_layer():
         assert ragged.dtype == tf.int32 and ragged.to_list() == [want[:2], [outside]]
 
 
+def test_output_shapes_and_specs_of_single_texts_and_pairs():
+    """[batch] texts, or a pair of them, give three [batch, max_seq_length] int32 outputs (a known batch kept)."""
+    layer = AlbertTextPreprocessor(vocab_file=VOCAB_FILE, max_seq_length=7)
+    names = ("input_ids", "input_mask", "segment_ids")
+    for shape, batch in [((None,), None), ((4,), 4), ([(3,), (3,)], 3), (((None,), (None,)), None), ((), None)]:
+        assert layer.compute_output_shape(shape) == {name: (batch, 7) for name in names}, shape
+    for inputs, batch in [(keras.KerasTensor((5,), dtype="string"), 5),
+                          ((keras.KerasTensor((2,), dtype="string"), keras.KerasTensor((2,), dtype="string")), 2),
+                          ([keras.KerasTensor((None,), dtype="string")] * 2, None)]:
+        spec = layer.compute_output_spec(inputs)
+        assert sorted(spec) == sorted(names)
+        assert all(v.shape == (batch, 7) and v.dtype == "int32" for v in spec.values()), inputs
+
+
 def test_loaded_assets_replace_the_tables_already_built(tmp_path):
     """`load_assets` (a `.keras` archive opened into a layer that has run) gives the archive's vocabulary, not the
     tables the layer built from its own file."""
