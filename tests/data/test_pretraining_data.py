@@ -996,11 +996,13 @@ def test_outputs_given_as_one_comma_separated_string_and_an_output_that_is_an_in
     assert str(raised.value).startswith(f"--output_file {book} would overwrite the input --input_file {book}")
 
 
-def test_workers_are_forked_where_they_can_be_with_their_files_beside_the_outputs(tmp_path, monkeypatch):
+def test_workers_are_forked_where_they_can_be_with_their_files_beside_the_outputs(tmp_path, monkeypatch, caplog):
     """Forked (they inherit the tokenizer; spawned only where there is no fork), and their temporary files in the
     first output's directory's staging folder (the outputs' disk), not the system's temporary folder; the run's
     time is measured."""
     import tempfile  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.data.pretraining import pipeline  # pylint: disable=import-outside-toplevel
 
     contexts, folders = [], []
     get_context, mkdtemp = multiprocessing.get_context, tempfile.mkdtemp
@@ -1011,8 +1013,11 @@ def test_workers_are_forked_where_they_can_be_with_their_files_beside_the_output
     stop = {signal.SIGINT, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_UNBLOCK, stop)  # as a script's parent has them (whatever ran before here)
     started = time.monotonic()
-    _, stats = run(out, inputs=corpus_files()[:1], outputs=2, num_workers=2, shard_size_mb=0.01)
+    with caplog.at_level(logging.INFO):
+        _, stats = run(out, inputs=corpus_files()[:1], outputs=2, num_workers=2, shard_size_mb=0.01)
     took = time.monotonic() - started
+    assert not multiprocessing.active_children() and not pipeline._WORKER  # workers ended, their state dropped
+    assert f"interleaving the records of {stats.shards} shards (global shuffle)" in caplog.text
     assert not stop & signal.pthread_sigmask(signal.SIG_BLOCK, [])  # Ctrl-C reaches the parent again
     assert contexts == ["fork"] and folders == [fileio.sidecar_dir(out)]
     assert 0 < stats.elapsed_seconds <= took

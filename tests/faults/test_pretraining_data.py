@@ -130,6 +130,7 @@ def test_stopped_workers_print_nothing(tmp_path, capfd):
                    shard_size_mb=0.01)
     finally:
         signal.signal(signal.SIGTERM, previous)
+    assert not multiprocessing.active_children()  # stopped, not left running
     err = capfd.readouterr().err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert os.listdir(tmp_path) == []
