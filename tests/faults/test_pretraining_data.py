@@ -112,7 +112,7 @@ def test_outputs_on_a_mount_point_of_their_own(tmp_path, workers):
     assert os.listdir(tmp_path) == ["volume"]
 
 
-def test_stopped_workers_print_nothing(tmp_path, capfd):
+def test_stopped_workers_print_nothing(tmp_path, capfd, monkeypatch):
     """The scripts turn SIGTERM into KeyboardInterrupt in the parent; workers stopped by the pool's `terminate()`
     must not inherit that handler (each would print a KeyboardInterrupt traceback)."""
     def interrupt(progress):
@@ -122,6 +122,10 @@ def test_stopped_workers_print_nothing(tmp_path, capfd):
     def raise_interrupt(signum, frame):
         raise KeyboardInterrupt
 
+    terminated = []
+    terminate = multiprocessing.process.BaseProcess.terminate
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "terminate",
+                        lambda process: terminated.append(process.pid) or terminate(process))
     previous = signal.signal(signal.SIGTERM, raise_interrupt)
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -130,7 +134,7 @@ def test_stopped_workers_print_nothing(tmp_path, capfd):
                    shard_size_mb=0.01)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    assert not multiprocessing.active_children()  # stopped, not left running
+    assert not multiprocessing.active_children() and len(set(terminated)) == 2  # stopped at once, not left running
     err = capfd.readouterr().err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert os.listdir(tmp_path) == []
