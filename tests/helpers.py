@@ -27,6 +27,20 @@ TINY = {"vocab_size": 30000, "embedding_size": 16, "hidden_size": 32, "num_hidde
         "num_attention_heads": 4, "intermediate_size": 64, "max_position_embeddings": 128}
 
 
+def tiny_sentencepiece(path, lines, vocab_size=300, **options):
+    """Trains a small SentencePiece model on `lines` into `path` (returned as a str), with the original's special
+    pieces: `<pad>` 0, `<unk>` 1, then `[CLS]`, `[SEP]`, `[MASK]` as control pieces. `options` go to the trainer
+    (user-defined pieces, `add_dummy_prefix`, `byte_fallback`, ...)."""
+    import sentencepiece  # pylint: disable=import-outside-toplevel
+
+    options = {"model_type": "unigram", "num_threads": 1, "minloglevel": 2, "character_coverage": 1.0, **options}
+    with open(path, "wb") as writer:
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines), model_writer=writer, vocab_size=vocab_size, pad_id=0, unk_id=1, bos_id=-1,
+            eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"], **options)
+    return str(path)
+
+
 def tiny_config(**overrides):
     """A 2-layer ALBERT small enough for fast tests, with the real 30k vocabulary size."""
     from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel

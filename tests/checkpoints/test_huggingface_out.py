@@ -19,6 +19,7 @@ import types
 
 import numpy as np
 import pytest
+import sentencepiece
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -38,7 +39,7 @@ from albert_tf.tasks.squad import SquadParams, TrainableSquad, run_squad  # noqa
 from albert_tf.text.tokenization import FullTokenizer  # noqa: E402
 from tests.helpers import (DATA_DIR, FIXTURES_DIR, REPO, SAMPLE_GLUE, SPM, SQUAD_V1,  # noqa: E402
                            assert_one_line_error, leftovers, padded_batch, randomize, subprocess_env, tiny_config,
-                           written_entries)
+                           tiny_sentencepiece, written_entries)
 
 SAMPLE = os.path.join(FIXTURES_DIR, "text_sample.txt")
 ZH_SAMPLE = os.path.join(FIXTURES_DIR, "zh_corpus.txt")
@@ -246,8 +247,6 @@ def test_special_tokens_in_text_are_one_id_each_and_skipped_in_decoding(encoder_
     """The SentencePiece model's control and unknown pieces (read with sentencepiece, not from our file) are the
     added tokens: written in a text, "[MASK]" is the mask id (a fill-mask prompt), wherever it stands and whatever
     the case folding, the rest of the text FullTokenizer's ids; `skip_special_tokens` drops each of them."""
-    import sentencepiece  # pylint: disable=import-outside-toplevel
-
     processor = sentencepiece.SentencePieceProcessor(model_file=SPM)
     special = {processor.id_to_piece(i) for i in range(processor.get_piece_size())
                if processor.is_control(i) or processor.is_unknown(i)}
@@ -286,21 +285,15 @@ def test_a_byte_fallback_model_gives_its_byte_pieces_too(tmp_path):
     """A user's SentencePiece model trained with byte fallback spells characters it has no piece for in byte
     pieces (`<0xF0>` ...), in FullTokenizer and in the exported tokenizer.json alike, not `<unk>`; transformers'
     AlbertTokenizer builds its own model without byte fallback (docs/compatibility.md): `<unk>` there only."""
-    import sentencepiece  # pylint: disable=import-outside-toplevel
-
     with open(os.path.join(DATA_DIR, "corpus", "sample_text.txt"), encoding="utf-8") as f:
         lines = [line for line in f.read().splitlines() if line.strip()]
-    model = tmp_path / "bytes.model"
-    with open(model, "wb") as writer:
-        sentencepiece.SentencePieceTrainer.train(
-            sentence_iterator=iter(lines), model_writer=writer, vocab_size=400, pad_id=0, unk_id=1, bos_id=-1,
-            eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"], byte_fallback=True, minloglevel=2)
+    model = tiny_sentencepiece(tmp_path / "bytes.model", lines, vocab_size=400, byte_fallback=True)
     folder = tmp_path / "hf"
     folder.mkdir()
-    huggingface_tokenizer.write_tokenizer(str(folder), spm_model_file=str(model))
+    huggingface_tokenizer.write_tokenizer(str(folder), spm_model_file=model)
     raw = tokenizers.Tokenizer.from_file(str(folder / huggingface_tokenizer.TOKENIZER_JSON))
     theirs = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-    ours = FullTokenizer(spm_model_file=str(model))
+    ours = FullTokenizer(spm_model_file=model)
     for text in ["the quick fox", "Zebra q\u00fc \U0001F600 \u2603x", "\u65e5\u672c"]:
         expected = ours.convert_tokens_to_ids(ours.tokenize(text))
         assert raw.encode(text, add_special_tokens=False).ids == expected, text

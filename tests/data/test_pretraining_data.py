@@ -14,6 +14,7 @@ import random
 import re
 import signal
 import struct
+import tempfile
 import time
 import types
 
@@ -24,7 +25,7 @@ import tensorflow as tf
 from albert_tf import fileio, guard
 from albert_tf.data import pretraining as pdata
 from albert_tf.data import tfrecord_writer
-from albert_tf.data.pretraining import instances, shards, writers
+from albert_tf.data.pretraining import instances, pipeline, shards, writers
 from albert_tf.errors import UsageError
 from albert_tf.settings import flag_specs
 from albert_tf.text import tokenization
@@ -302,9 +303,7 @@ def test_byte_identical_across_worker_counts(tmp_path):
     one, _ = run(tmp_path, "w1.tfrecord", inputs=inputs, outputs=2, num_workers=1, shard_size_mb=0.03)
     two, stats = run(tmp_path, "w2.tfrecord", inputs=inputs, outputs=2, num_workers=2, shard_size_mb=0.03)
     assert stats.shards > 8
-    for a, b in zip(one, two):
-        with open(a, "rb") as fa, open(b, "rb") as fb:
-            assert fa.read() == fb.read()
+    assert [_bytes(p) for p in two] == [_bytes(p) for p in one]
     # Without the global shuffle: records written in this process as they come (no worker function), by forked
     # workers, and by spawned ones (no fork: each builds its tokenizer), the same bytes and the same counts.
     plain, plain_stats = run(tmp_path, "p1.tfrecord", inputs=inputs, outputs=2, num_workers=1, shard_size_mb=0.03,
@@ -945,8 +944,6 @@ def test_a_report_every_2048_records_by_default_and_the_configs_warnings_logged(
 def test_how_many_workers_a_run_starts(tmp_path, monkeypatch, caplog):
     """`num_workers` 0 or None: one per CPU; never more than the shards; one for remote inputs (with a warning);
     the pool only when there is more than one worker or the global shuffle has more than one shard to mix."""
-    from albert_tf.data.pretraining import pipeline  # pylint: disable=import-outside-toplevel
-
     pools = []
     real = pipeline._run_pool
 
@@ -1000,10 +997,6 @@ def test_workers_are_forked_where_they_can_be_with_their_files_beside_the_output
     """Forked (they inherit the tokenizer; spawned only where there is no fork), and their temporary files in the
     first output's directory's staging folder (the outputs' disk), not the system's temporary folder; the run's
     time is measured."""
-    import tempfile  # pylint: disable=import-outside-toplevel
-
-    from albert_tf.data.pretraining import pipeline  # pylint: disable=import-outside-toplevel
-
     contexts, folders = [], []
     get_context, mkdtemp = multiprocessing.get_context, tempfile.mkdtemp
     monkeypatch.setattr(multiprocessing, "get_context", lambda method=None: contexts.append(method) or get_context(

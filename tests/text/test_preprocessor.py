@@ -1,6 +1,5 @@
 """The in-graph tokenizer gives the Python tokenizer's ids, token for token, in both modes; packing; export."""
 
-import io
 import json
 import os
 import shutil
@@ -18,7 +17,7 @@ from albert_tf.text import unicode_graph, wordpiece
 from albert_tf.serving.text_module import export_text_preprocessor
 from albert_tf.text.preprocessor import AlbertTextPreprocessor, pack_inputs
 from albert_tf.text.tokenization import FullTokenizer, TokenizerError, encode_pair, truncate_seq_pair
-from tests.helpers import DATA_DIR, FIXTURES_DIR, SPM
+from tests.helpers import DATA_DIR, FIXTURES_DIR, SPM, tiny_sentencepiece
 from tests.text.original_tokenization import original_ids, original_preprocess_text, sst2_lines_with_latex_quotes
 
 SPM_MODEL = SPM
@@ -179,16 +178,9 @@ def test_known_disagreements():
 def test_digit_comma_rule_on_pieces_without_prefix(tmp_path):
     # The English model has no piece that ends in digit + comma without a leading "▁", so train a tiny model that
     # has ("9,", "19,") to check the rule's other branch: "▁" dropped from, or stripped off, the first sub-piece.
-    lines = read_sample()
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_writer=model, vocab_size=300, model_type="unigram", pad_id=0,
-        unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-        user_defined_symbols=["9,", "19,", "\u25811"], num_threads=1, minloglevel=2, character_coverage=1.0)
-    path = tmp_path / "tiny.model"
-    path.write_bytes(model.getvalue())
-    tokenizer = FullTokenizer(spm_model_file=str(path))
-    layer = AlbertTextPreprocessor(spm_model_file=str(path), max_seq_length=16)
+    path = tiny_sentencepiece(tmp_path / "tiny.model", read_sample(), user_defined_symbols=["9,", "19,", "\u25811"])
+    tokenizer = FullTokenizer(spm_model_file=path)
+    layer = AlbertTextPreprocessor(spm_model_file=path, max_seq_length=16)
     assert tokenizer.sp_model.encode("x9, x19,", out_type=str) == ["▁", "x", "9,", "▁", "x", "19,"]
     assert tokenizer.tokenize("x9, x19,") == ["▁", "x", "9", ",", "▁", "x", "1", "9", ","]
     texts = ["x9, x19,", "19, 9,", "x119,", "Hello 1,000, world 19,", "a 9, b"]
@@ -201,18 +193,12 @@ def test_digit_comma_rule_on_pieces_without_prefix(tmp_path):
 def test_digit_comma_rule_without_a_dummy_prefix(tmp_path):
     """A model trained with `add_dummy_prefix` off: a digit-comma piece with its "▁" (from a space in the text) is
     re-split without it, and the "▁" is lost, as the original's `encode_pieces` loses it."""
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(read_sample()), model_writer=model, vocab_size=300, model_type="unigram", pad_id=0,
-        unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-        user_defined_symbols=["\u25819,", "9,"], add_dummy_prefix=False, num_threads=1, minloglevel=2,
-        character_coverage=1.0)
-    path = tmp_path / "no_prefix.model"
-    path.write_bytes(model.getvalue())
-    tokenizer = FullTokenizer(spm_model_file=str(path))
+    path = tiny_sentencepiece(tmp_path / "no_prefix.model", read_sample(), user_defined_symbols=["\u25819,", "9,"],
+                              add_dummy_prefix=False)
+    tokenizer = FullTokenizer(spm_model_file=path)
     assert tokenizer.sp_model.encode("a 9,", out_type=str)[-1] == "\u25819,"
     assert tokenizer.tokenize("a 9,")[-2:] == ["9", ","]
-    assert_same_ids(tokenizer, AlbertTextPreprocessor(spm_model_file=str(path)), ["a 9,", "a 9, b 9,", "9, x"])
+    assert_same_ids(tokenizer, AlbertTextPreprocessor(spm_model_file=path), ["a 9,", "a 9, b 9,", "9, x"])
 
 
 def test_pairs_agree_with_encode_pair(pair, sample):
