@@ -336,7 +336,9 @@ def test_byte_identical_across_worker_counts(tmp_path):
 
 def test_global_shuffle_spreads_every_shard_over_the_output(tmp_path):
     """With the global shuffle (the default) consecutive records come from shards as in a random order; without
-    it the output holds the shards one after the other. The records themselves are the same."""
+    it the output holds the shards one after the other. The records themselves are the same, and the shuffled
+    order is the documented one: the shards' draws permuted by numpy's generator seeded with
+    `derive_seed(random_seed, STREAM_INTERLEAVE)`, so the same seed gives the same bytes on every machine."""
     inputs = corpus_files()[:4]
     shuffled, stats = run(tmp_path, "shuffled.tfrecord", inputs=inputs, shard_size_mb=0.03)
     in_order, _ = run(tmp_path, "in_order.tfrecord", inputs=inputs, shard_size_mb=0.03, global_shuffle=False)
@@ -359,6 +361,15 @@ def test_global_shuffle_spreads_every_shard_over_the_output(tmp_path):
     shares = np.bincount([shard_of[r] for r in records["shuffled"]]) / len(records["shuffled"])
     expected = (1 - (shares ** 2).sum()) * (len(records["shuffled"]) - 1)  # a random order's switches
     assert switches(records["shuffled"]) > 0.9 * expected
+
+    by_shard = collections.defaultdict(list)
+    for record in records["in_order"]:
+        by_shard[shard_of[record]].append(record)
+    shard_ids = sorted(by_shard)
+    draws = np.repeat(np.arange(len(shard_ids)), [len(by_shard[i]) for i in shard_ids])
+    seed = instances.derive_seed(pdata.PretrainingConfig().random_seed, instances.STREAM_INTERLEAVE)
+    queues = [iter(by_shard[i]) for i in shard_ids]
+    assert records["shuffled"] == [next(queues[k]) for k in np.random.default_rng(seed).permutation(draws)]
 
 
 def test_randbelow_draws_what_randint_draws():
@@ -1421,3 +1432,21 @@ def test_each_word_is_one_accepted_ngram_and_keep_is_no_vocabulary_id():
     pdata.mask_instance(docs, (0, 5, 5, 10, 0), config, tables, random.Random(0), pdata.ngram_cdf(1), drawn, accepted)
     assert accepted == [10] and drawn == [10]
     assert pdata.KEEP < 0 and pdata.KEEP not in tables.vocab_ids
+
+
+def test_a_workers_shard_file_is_removed_once_appended(tmp_path, monkeypatch):
+    """Without the global shuffle the workers' temporary shard files are appended to the outputs as they finish,
+    and each is deleted once appended: the extra disk is the shards not yet appended, not a second copy of the
+    output. Seen at every append: no file already appended is still there."""
+    appended, left_over = [], []
+    append = writers.AtomicRecordWriters.append_framed
+
+    def spy(self, path, count):
+        left_over.extend(p for p in appended if os.path.exists(p))
+        appended.append(path)
+        return append(self, path, count)
+
+    monkeypatch.setattr(writers.AtomicRecordWriters, "append_framed", spy)
+    _, stats = run(tmp_path, inputs=corpus_files()[:4], shard_size_mb=0.03, num_workers=2, global_shuffle=False)
+    assert len(appended) == stats.shards > 2
+    assert left_over == []
