@@ -1,6 +1,7 @@
 """GLUE and CSV readers, the feature cache, and the dynamic-padding pipelines."""
 
 import io
+import logging
 import os
 import shutil
 
@@ -181,6 +182,25 @@ def test_inferred_labels_numbers_by_value_then_text(tmp_path):
         f"t\t{label}\n" for label in ("class10", "class2", "1.5", "-1", "b", "class1", "10")))
     assert glue.CsvProcessor(train_file=train).get_labels() == [
         "-1", "1.5", "10", "b", "class1", "class10", "class2"]
+
+
+def test_inferred_labels_come_from_the_dev_file_without_a_train_file_and_are_logged(tmp_path, caplog):
+    """Evaluating only (`--do_eval` with a dev file and no train file): the labels are the dev file's, and the
+    log names the file and the list, since the list is the model's output order."""
+    dev = _write(str(tmp_path / "dev.tsv"), "text\tlabel\nok\tpos\nmeh\tneg\n")
+    caplog.set_level(logging.INFO)
+    assert glue.CsvProcessor(dev_file=dev, task_name="mine").get_labels() == ["neg", "pos"]
+    assert f"Task mine: labels inferred from {dev}: ['neg', 'pos']" in [r.getMessage() for r in caplog.records]
+    with pytest.raises(glue.GlueDataError, match="task mine: no label list given and no train or dev file"):
+        glue.CsvProcessor(test_file=dev, task_name="mine").get_labels()
+
+
+def test_train_or_dev_files_need_a_label_column(tmp_path):
+    """Either labelled split alone needs the label column; test files alone do not."""
+    for split in ("train_file", "dev_file"):
+        with pytest.raises(glue.GlueDataError, match="label_column is required to read train or dev files"):
+            glue.CsvProcessor(**{split: "x.tsv"}, label_column=None)
+    assert glue.CsvProcessor(test_file="x.tsv", label_column=None).files["test"] == "x.tsv"
 
 
 def test_inferred_labels_read_a_relative_train_file_in_data_dir(tmp_path):
