@@ -195,6 +195,12 @@ def test_inferred_labels_come_from_the_dev_file_without_a_train_file_and_are_log
         glue.CsvProcessor(test_file=dev, task_name="mine").get_labels()
 
 
+def test_inferring_labels_names_a_row_without_the_label_column(tmp_path):
+    train = _write(str(tmp_path / "train.tsv"), "text\tlabel\nok\tpos\nonly text\n")
+    with pytest.raises(glue.MalformedRowError, match=r"train.tsv, line 3: 1 fields, no label column 1$"):
+        glue.CsvProcessor(train_file=train).get_labels()
+
+
 def test_train_or_dev_files_need_a_label_column(tmp_path):
     """Either labelled split alone needs the label column; test files alone do not."""
     for split in ("train_file", "dev_file"):
