@@ -61,14 +61,10 @@ def resolve_config(input_checkpoint, albert_config_file=None):
 
 
 def output_files(output_path, output_format):
-    """(the path handed to the format's `write`, the config file to write, the files the output consists of)."""
-    if output_format == "keras_hub":
-        return output_path, os.path.join(output_path, CONFIG_NAME), keras_hub_writer.preset_files(
-            output_path, classifier=True)
-    if output_format == "huggingface":
-        files = sorted(set(huggingface.folder_files(output_path, spm_model_file=True))
-                       | set(huggingface.folder_files(output_path, vocab_file=True)))
-        return output_path, os.path.join(output_path, CONFIG_NAME), files
+    """(the path handed to the format's `write`, the config file to write, the files the output consists of). A
+    folder format's output is the folder itself, replaced whole, with its albert_config.json inside."""
+    if output_format in FOLDER_FORMATS:
+        return output_path, os.path.join(output_path, CONFIG_NAME), []
     prefix = os.path.join(output_path, "model.ckpt") if os.path.isdir(output_path) else output_path
     config_path = os.path.join(os.path.dirname(os.path.abspath(prefix)), CONFIG_NAME)
     return prefix, config_path, [prefix + ".index"] + glob.glob(glob.escape(prefix) + ".data-*")

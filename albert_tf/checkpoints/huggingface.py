@@ -244,12 +244,6 @@ def check_export_folder(directory, what):
         raise UsageError(f"{what}: {problem}")
 
 
-def folder_files(directory, spm_model_file=None, vocab_file=None):
-    """The files `write_folder` writes into `directory` for this tokenizer."""
-    names = MODEL_FILES + huggingface_tokenizer.tokenizer_files(spm_model_file, vocab_file)
-    return [os.path.join(directory, name) for name in names]
-
-
 def write_folder(directory, config, arrays, spm_model_file=None, vocab_file=None, do_lower_case=True, labels=None,
                  regression=False, overwrite=False, model_max_length=512, what=None):
     """Writes the complete Hugging Face folder of `arrays` ({TF1 name: array}) at `directory`; returns it.

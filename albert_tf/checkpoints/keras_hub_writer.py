@@ -23,10 +23,6 @@ from albert_tf.checkpoints.errors import CheckpointMismatchError
 from albert_tf.checkpoints.keras_hub_names import backbone_entries
 
 CONFIG_NAME = "albert_config.json"  # this project's config, kept inside the preset (keras-hub ignores it)
-# keras-hub's files of a preset; a classifier adds TASK_FILES.
-BACKBONE_FILES = ("config.json", "model.weights.h5", "metadata.json", "tokenizer.json",
-                  os.path.join("assets", "tokenizer", "vocabulary.spm"))
-TASK_FILES = ("task.json", "task.weights.h5", "preprocessor.json")
 MAX_PREPROCESSOR_LENGTH = 512  # keras-hub's default sequence_length of the classifier's preprocessor
 
 
@@ -151,9 +147,3 @@ def write_preset(output_dir, config, arrays, spm_model_file, num_labels=None, ov
         with open(os.path.join(staged, CONFIG_NAME), "w", encoding="utf-8") as f:
             f.write(config.to_json_string())
     return output_dir
-
-
-def preset_files(output_dir, classifier=False):
-    """The files a preset written by `write_preset` consists of."""
-    names = BACKBONE_FILES + (TASK_FILES if classifier else ()) + (CONFIG_NAME,)
-    return [os.path.join(output_dir, name) for name in names]

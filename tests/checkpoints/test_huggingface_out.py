@@ -303,8 +303,8 @@ def test_a_byte_fallback_model_gives_its_byte_pieces_too(tmp_path):
 
 
 def test_tokenizer_files_are_the_files_written(tmp_path):
-    """`tokenizer_files` (what `huggingface.folder_files` lists and the staging checks) names exactly what
-    `write_tokenizer` writes, for each kind of tokenizer, and nothing for none."""
+    """`tokenizer_files` names exactly the files `write_tokenizer` writes (and returns), for each kind of
+    tokenizer, and nothing for none."""
     for kind, arguments in [("spm", {"spm_model_file": SPM}), ("wordpiece", {"vocab_file": WORDPIECE})]:
         folder = tmp_path / kind
         folder.mkdir()
