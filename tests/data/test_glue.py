@@ -201,6 +201,15 @@ def test_inferring_labels_names_a_row_without_the_label_column(tmp_path):
         glue.CsvProcessor(train_file=train).get_labels()
 
 
+def test_a_column_named_but_not_in_the_header_is_named_in_the_error(tmp_path):
+    train = _write(str(tmp_path / "train.tsv"), "text\tlabel\nok\tpos\n")
+    error = r"train.tsv, line 1: no column named 'stars' for label \(header: \['text', 'label'\]\)$"
+    with pytest.raises(glue.MalformedRowError, match=error):  # inferring the label list
+        glue.CsvProcessor(train_file=train, label_column="stars").get_labels()
+    with pytest.raises(glue.MalformedRowError, match=error):  # reading the examples
+        glue.CsvProcessor(train_file=train, label_column="stars", labels=["pos"]).get_train_examples(None)
+
+
 def test_train_or_dev_files_need_a_label_column(tmp_path):
     """Either labelled split alone needs the label column; test files alone do not."""
     for split in ("train_file", "dev_file"):
