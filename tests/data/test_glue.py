@@ -210,6 +210,28 @@ def test_a_column_named_but_not_in_the_header_is_named_in_the_error(tmp_path):
         glue.CsvProcessor(train_file=train, label_column="stars", labels=["pos"]).get_train_examples(None)
 
 
+def test_a_row_short_of_a_needed_column_is_named(tmp_path):
+    """Every column a split reads must be in every row (a test split's label need not be)."""
+    train = _write(str(tmp_path / "train.tsv"), "text\tlabel\nok\tpos\nonly text\n")
+    with pytest.raises(glue.MalformedRowError, match=r"train.tsv, line 3: 1 fields, column 1 is needed$"):
+        glue.CsvProcessor(train_file=train, labels=["pos"]).get_train_examples(None)
+    test = glue.CsvProcessor(test_file=train, labels=["pos"]).get_test_examples(None)
+    assert [(e.text_a, e.label) for e in test] == [("ok", None), ("only text", None)]
+
+
+def test_negative_columns_count_from_the_end_of_the_first_row(tmp_path):
+    """As Python indexes: -1 is the last column, fixed by the first data row; a later row without it is named."""
+    train = _write(str(tmp_path / "train.tsv"), "id\ttext\tlabel\n1\tok\tpos\n2\tbad\tneg\n")
+    processor = glue.CsvProcessor(train_file=train, text_a_column=-2, label_column=-1, guid_column=0)
+    assert processor.get_labels() == ["neg", "pos"]
+    assert [(e.guid, e.text_a, e.label) for e in processor.get_train_examples(None)] == [
+        ("1", "ok", "pos"), ("2", "bad", "neg")]
+    short = _write(str(tmp_path / "short.tsv"), "id\ttext\tlabel\n1\tok\tpos\n2\tbad\n")
+    with pytest.raises(glue.MalformedRowError, match=r"short.tsv, line 3: 2 fields, column 2 is needed$"):
+        glue.CsvProcessor(train_file=short, text_a_column=-2, label_column=-1, labels=["pos"]).get_train_examples(
+            None)
+
+
 def test_train_or_dev_files_need_a_label_column(tmp_path):
     """Either labelled split alone needs the label column; test files alone do not."""
     for split in ("train_file", "dev_file"):
