@@ -610,12 +610,14 @@ def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():
     assert dealt == [(j, frame_records([r for i, r in enumerate(records) if (2 + i) % 3 == j])) for j in range(3)]
     assert frames.dealt_pieces(records[:1], 1, 3) == [(1, frame_records(records[:1]))]  # no empty pieces
 
-    keys = [7, 3, 2**64 - 1, 3, 0, 12, 5, 9, 1, 8]  # two equal keys: ordered by their frames' bytes
+    keys = [7, 3, 2**64 - 1, 11, 0, 3, 5, 9, 1, 8]  # two equal keys in two pieces: ordered by their frames' bytes
     pieces = [piece for lo, hi in ((0, 4), (4, 10))
               for _, piece in frames.keyed_pieces({5: (keys[lo:hi], records[lo:hi])})]
     in_order = [r for _, _, r in sorted(zip(keys, [frame_records([r]) for r in records], records))]
     assert b"".join(frames.bucket_frames(pieces[::-1])) == frame_records(in_order)
     assert b"".join(frames.joined_pieces(frames.bucket_frames(pieces))) == frame_records(in_order)
+    tied = [piece for i in (1, 0) for _, piece in frames.keyed_pieces({0: ([4], records[i:i + 1])})]
+    assert b"".join(frames.bucket_frames(tied)) == frame_records(records[:2])  # one key, every frame tied
     # Bucket b is written to output file b % files: as many buckets for each file.
     assert [beam_pipeline.shuffle_bucket_count(size, CONFIG, files) for size, files in
             ((1000, 1), (1000, 4), (10**9, 1), (10**9, 7))] == [1, 4, 164, 168]
