@@ -14,10 +14,10 @@ from safetensors.numpy import load_file
 
 from albert_tf.checkpoints import CheckpointError, conversion, load_checkpoint, model_arrays, registry, save_checkpoint
 from albert_tf.config import AlbertConfig
-from albert_tf.errors import MissingDataError
+from albert_tf.errors import MissingDataError, UsageError
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
 from albert_tf.scripts import convert
-from tests.helpers import written_entries
+from tests.helpers import tree_snapshot, written_entries
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(REPO_ROOT, "tests", "fixtures", "reference")
@@ -190,6 +190,25 @@ def test_refuses_to_overwrite(original_checkpoint, tmp_path):
     with pytest.raises(app.UsageError, match="model.ckpt.index"):
         _run(*args)
     _run(*args, "--overwrite")
+
+
+def test_the_library_refuses_an_output_over_its_own_input(original_checkpoint, tmp_path):
+    """`conversion.convert` called from Python (no script guard in front of it) names the files an existing output
+    holds, and refuses an output replacing the input folder it reads or a prefix on one of its files; nothing is
+    written."""
+    _, _, prefix = original_checkpoint
+    out = str(tmp_path / "hf")
+    conversion.convert(prefix, out, "huggingface")
+    with pytest.raises(UsageError, match=f"--output_path '{out}' already holds .*{out}/config.json, "
+                                         f"{out}/model.safetensors; pass --overwrite"):
+        conversion.convert(prefix, out, "huggingface")
+    before = tree_snapshot(str(tmp_path))
+    weights = os.path.join(out, "model.safetensors")
+    for output_path, output_format in ((out, "huggingface"), (weights, "original")):
+        with pytest.raises(UsageError, match=f"--output_path {output_path} would overwrite the input "
+                                             f"--input_checkpoint {weights}; write the output elsewhere$"):
+            conversion.convert(out, output_path, output_format, overwrite=True)
+    assert tree_snapshot(str(tmp_path)) == before
 
 
 def test_refuses_a_different_config_beside_the_output(original_checkpoint, tmp_path):
