@@ -216,8 +216,13 @@ def test_refuses_a_different_config_beside_the_output(original_checkpoint, tmp_p
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     _config(intermediate_size=48).to_json_file(str(out_dir / "albert_config.json"))
+    args = [f"--input_checkpoint={prefix}", "--output_format=original", f"--output_path={out_dir / 'new.ckpt'}"]
     with pytest.raises(app.UsageError, match="albert_config.json"):
-        _run(f"--input_checkpoint={prefix}", "--output_format=original", f"--output_path={out_dir / 'new.ckpt'}")
+        _run(*args)
+    (out_dir / "albert_config.json").write_text("{not json")  # one it cannot read is not the same either
+    with pytest.raises(app.UsageError, match=f"already holds {out_dir}/albert_config.json; pass --overwrite"):
+        _run(*args)
+    assert (out_dir / "albert_config.json").read_text() == "{not json"
 
 
 def test_usage_errors_name_the_flag(original_checkpoint, tmp_path):
