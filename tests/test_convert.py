@@ -239,6 +239,11 @@ def test_usage_errors_name_the_flag(original_checkpoint, tmp_path):
     with pytest.raises(MissingDataError, match="--albert_config_file.*nope.json"):
         _run(f"--input_checkpoint={prefix}", f"--albert_config_file={tmp_path / 'nope.json'}",
              "--output_format=original", f"--output_path={out}")
+    for output_format in ("original", "keras_hub"):  # label names go to Hugging Face's config.json only
+        with pytest.raises(app.UsageError, match=f"--label_list applies to --output_format=huggingface only "
+                                                 f"\\({output_format} stores no label names\\)$"):
+            _run(f"--input_checkpoint={prefix}", f"--output_format={output_format}", f"--output_path={out}",
+                 "--label_list=a,b")
     # A TF1 checkpoint with no config anywhere: --albert_config_file is required.
     bare = tmp_path / "bare"
     bare.mkdir()
