@@ -2,6 +2,7 @@
 conversions between formats, config handling, overwrite protection, errors, and the usage's list of formats."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -162,6 +163,8 @@ def test_init_from_group0(tmp_path):
     with pytest.raises(CheckpointError, match="group_1"):
         _run(f"--input_checkpoint={prefix}", f"--albert_config_file={two_file}", "--output_format=original",
              f"--output_path={out}")
+    with pytest.raises(CheckpointError, match="group_1"):  # the library's default too
+        conversion.convert(prefix, out, "original", albert_config_file=two_file)
     _run(f"--input_checkpoint={prefix}", f"--albert_config_file={two_file}", "--output_format=original",
          f"--output_path={out}", "--init_from_group0")
     arrays = _tf1_arrays(out)
@@ -192,11 +195,23 @@ def test_refuses_to_overwrite(original_checkpoint, tmp_path):
     _run(*args, "--overwrite")
 
 
-def test_the_library_refuses_an_output_over_its_own_input(original_checkpoint, tmp_path):
-    """`conversion.convert` called from Python (no script guard in front of it) names the files an existing output
-    holds, and refuses an output replacing the input folder it reads or a prefix on one of its files; nothing is
-    written."""
+def test_the_library_converts_as_the_script_and_refuses_an_output_over_its_own_input(original_checkpoint, tmp_path,
+                                                                                      caplog):
+    """`conversion.convert` called from Python (no script guard in front of it): it copies a checkpoint to its own
+    format exactly and logs where the config came from; it names the files an existing output holds, and refuses
+    an output replacing the input folder it reads or a prefix on one of its files; nothing is written."""
     _, _, prefix = original_checkpoint
+    caplog.set_level(logging.INFO)
+    copy = str(tmp_path / "copy" / "model.ckpt")
+    os.makedirs(os.path.dirname(copy))
+    conversion.convert(prefix, copy, "original")
+    expected = _tf1_arrays(prefix)
+    assert any("/group_1/" in name for name in expected)
+    assert _tf1_arrays(copy).keys() == expected.keys()
+    for name, value in _tf1_arrays(copy).items():
+        np.testing.assert_array_equal(value, expected[name], err_msg=name)
+    config_path = os.path.join(os.path.dirname(prefix), "albert_config.json")
+    assert any(r.getMessage().startswith(f"Config from {config_path}: {{") for r in caplog.records)
     out = str(tmp_path / "hf")
     conversion.convert(prefix, out, "huggingface")
     with pytest.raises(UsageError, match=f"--output_path '{out}' already holds .*{out}/config.json, "
