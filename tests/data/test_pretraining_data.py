@@ -892,6 +892,9 @@ def test_encoder_matches_protobuf_at_every_varint_width_and_refuses_what_it_cann
         assert pdata.encode_examples(wide) == [_protobuf(wide, 0)], length
     assert pdata.encode_examples({"x": np.zeros((0, 3), np.int64)}) == []
     assert pdata.encode_examples({}) == []
+    as_lists = {"x": [[1, 300], [2, 3]], "w": [[0.5], [1.5]]}  # nested lists are taken as arrays
+    arrays = {name: np.array(values) for name, values in as_lists.items()}
+    assert pdata.encode_examples(as_lists) == [_protobuf(arrays, 0), _protobuf(arrays, 1)]
     with pytest.raises(ValueError, match="negative values"):
         pdata.encode_examples({"x": np.array([[3, -1]])})
     with pytest.raises(ValueError, match=r"feature 'x' must be 2-D \[N, K\], got shape \(3,\)"):
