@@ -18,7 +18,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.errors import MissingDataError, UsageError
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
 from albert_tf.scripts import convert
-from tests.helpers import tree_snapshot, written_entries
+from tests.helpers import SPM, tree_snapshot, written_entries
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = os.path.join(REPO_ROOT, "tests", "fixtures", "reference")
@@ -224,6 +224,27 @@ def test_the_library_converts_as_the_script_and_refuses_an_output_over_its_own_i
                                              f"--input_checkpoint {weights}; write the output elsewhere$"):
             conversion.convert(out, output_path, output_format, overwrite=True)
     assert tree_snapshot(str(tmp_path)) == before
+
+
+def test_huggingface_output_caps_the_tokenizer_length_at_albert_s_512(tmp_path, caplog):
+    """The Hugging Face tokenizer's `model_max_length` is the model's positions, up to ALBERT's 512; the log names
+    the folder and its transformers class (and only for Hugging Face output)."""
+    caplog.set_level(logging.INFO)
+    for positions, expected in ((16, 16), (600, 512)):
+        config = _config(max_position_embeddings=positions, vocab_size=30000)  # 30k-clean.model's
+        prefix = str(tmp_path / f"in{positions}" / "model.ckpt")
+        save_checkpoint(_random_model(config), prefix, "original")
+        config.to_json_file(os.path.join(os.path.dirname(prefix), "albert_config.json"))
+        out = str(tmp_path / f"hf{positions}")
+        caplog.clear()
+        conversion.convert(prefix, out, "huggingface", spm_model_file=SPM)
+        with open(os.path.join(out, "tokenizer_config.json"), encoding="utf-8") as f:
+            assert json.load(f)["model_max_length"] == expected
+        folders = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Hugging Face folder")]
+        assert folders == [f"Hugging Face folder: {out} (AlbertForPreTraining)"]
+    caplog.clear()
+    conversion.convert(prefix, str(tmp_path / "copy.ckpt"), "original")
+    assert not [r for r in caplog.records if r.getMessage().startswith("Hugging Face folder")]
 
 
 def test_refuses_a_different_config_beside_the_output(original_checkpoint, tmp_path):

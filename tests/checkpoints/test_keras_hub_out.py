@@ -4,6 +4,7 @@ computing what this project computes (within 1e-5); keras-hub preset -> this pro
 bad input is one line and leaves no output folder."""
 
 import json
+import logging
 import os
 import shutil
 import socket
@@ -18,7 +19,7 @@ from albert_tf import fileio
 from albert_tf.checkpoints import load_checkpoint, model_arrays, save_checkpoint
 from albert_tf.checkpoints import conversion, keras_hub_writer
 from albert_tf.errors import UsageError
-from albert_tf.model import AlbertModel, dummy_inputs
+from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
 from albert_tf.tasks.classification import build_classifier
 from albert_tf.text.tokenization import FullTokenizer, preprocess_text
 from tests.helpers import (FIXTURES_DIR, REPO, SPM, assert_one_line_error, leftovers, padded_batch, randomize,
@@ -235,6 +236,27 @@ def test_existing_output_needs_overwrite_and_is_replaced_whole(converted, tmp_pa
         conversion.convert(folder, str(output), "keras_hub", overwrite=True)
     assert (output / "stale.txt").read_text() == "the user's" and "model.weights.h5" in os.listdir(output)
     assert leftovers(tmp_path) == []
+
+
+def test_the_converter_says_what_a_preset_leaves_to_its_user(tmp_path, caplog):
+    """A preset holds the backbone, so the input's pretraining heads are named as left out; and keras-hub's
+    tokenizer neither lowercases nor strips accents, so the log says what the text needs, by `do_lower_case`."""
+    config = tiny_config()
+    model = AlbertForPretraining(config)
+    model(dummy_inputs(num_predictions=1), training=False)
+    folder = _release_folder(tmp_path / "in", model, config)
+    caplog.set_level(logging.WARNING)
+    text = ("keras-hub's AlbertTokenizer runs SentencePiece on the raw text: {}strip accents (NFKD, combining marks "
+            "dropped) before it, as this model's tokenizer did (albert_tf.text.tokenization.preprocess_text(text, "
+            "lower={}))")
+    for do_lower_case, output in ((True, "lower"), (False, "cased")):
+        caplog.clear()
+        conversion.convert(folder, str(tmp_path / output), "keras_hub", do_lower_case=do_lower_case)
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert text.format("lowercase and " if do_lower_case else "", do_lower_case) in warnings
+        heads = [m for m in warnings if m.startswith("The keras_hub preset holds the backbone; the heads are left "
+                                                      "out: cls/")]
+        assert len(heads) == 1 and "cls/predictions/" in heads[0] and "cls/seq_relationship/" in heads[0], warnings
 
 
 def test_a_config_keras_hub_cannot_compute_is_refused(tmp_path):
