@@ -204,14 +204,18 @@ def test_the_library_converts_as_the_script_and_refuses_an_output_over_its_own_i
     caplog.set_level(logging.INFO)
     copy = str(tmp_path / "copy" / "model.ckpt")
     os.makedirs(os.path.dirname(copy))
-    conversion.convert(prefix, copy, "original")
+    result = conversion.convert(prefix, copy, "original")
+    assert (result.missing, result.unused) == ([], [])  # the load's report
     expected = _tf1_arrays(prefix)
     assert any("/group_1/" in name for name in expected)
     assert _tf1_arrays(copy).keys() == expected.keys()
     for name, value in _tf1_arrays(copy).items():
         np.testing.assert_array_equal(value, expected[name], err_msg=name)
     config_path = os.path.join(os.path.dirname(prefix), "albert_config.json")
-    assert any(r.getMessage().startswith(f"Config from {config_path}: {{") for r in caplog.records)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith(f"Config from {config_path}: {{") for m in messages)
+    assert f"Wrote {copy} (original format, {len(expected)} weights) and {os.path.dirname(copy)}/albert_config.json" \
+        in messages
     out = str(tmp_path / "hf")
     conversion.convert(prefix, out, "huggingface")
     with pytest.raises(UsageError, match=f"--output_path '{out}' already holds .*{out}/config.json, "
