@@ -858,6 +858,39 @@ def test_encoder_matches_protobuf_serialization():
         assert record == _protobuf(features, n)
 
 
+def test_instance_features_lay_out_cls_a_sep_b_sep_as_bert():
+    """[CLS] A [SEP] B [SEP] then zeros: segment 0 through the first [SEP], 1 through the second; word starts at the
+    text's own tokens and 1 at the special ones; masked positions in slot order, the original ids as labels, KEEP
+    leaving the token in place; no instances, no rows."""
+    docs = types.SimpleNamespace(tokens=np.arange(10, 20, dtype=np.int32),
+                                 word_start=np.array([1, 0, 1, 1, 0, 1, 0, 1, 1, 0], dtype=bool))
+    tables = types.SimpleNamespace(cls_id=2, sep_id=3)
+    config = pdata.PretrainingConfig(max_seq_length=10, max_predictions_per_seq=3)
+    instances = [(0, 3, 5, 7, 1), (6, 7, 8, 10, 0)]  # (a0, a1, b0, b1, label): tokens [a0, a1) and [b0, b1)
+    masks = [([2, 5], [4, pdata.KEEP]), ([], [])]
+    features = pdata.instance_features(docs, instances, masks, config, tables)
+    np.testing.assert_array_equal(features["input_ids"], [[2, 10, 4, 12, 3, 15, 16, 3, 0, 0],
+                                                           [2, 16, 3, 18, 19, 3, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(features["input_mask"], [[1] * 8 + [0] * 2, [1] * 6 + [0] * 4])
+    np.testing.assert_array_equal(features["segment_ids"], [[0] * 5 + [1] * 3 + [0] * 2, [0] * 3 + [1] * 3 + [0] * 4])
+    np.testing.assert_array_equal(features["token_boundary"], [[1, 1, 0, 1, 1, 1, 0, 1, 0, 0],
+                                                               [1, 0, 1, 1, 0, 1, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(features["masked_lm_positions"], [[2, 5, 0], [0, 0, 0]])
+    np.testing.assert_array_equal(features["masked_lm_ids"], [[11, 15, 0], [0, 0, 0]])
+    np.testing.assert_array_equal(features["masked_lm_weights"], [[1, 1, 0], [0, 0, 0]])
+    np.testing.assert_array_equal(features["next_sentence_labels"], [[1], [0]])
+    assert {k: v.dtype for k, v in features.items()} == {
+        "input_ids": np.int32, "input_mask": np.uint8, "segment_ids": np.uint8, "token_boundary": np.uint8,
+        "masked_lm_positions": np.int32, "masked_lm_ids": np.int32, "masked_lm_weights": np.float32,
+        "next_sentence_labels": np.int64}
+    empty = types.SimpleNamespace(tokens=np.zeros(0, np.int32), word_start=np.zeros(0, bool))
+    none = pdata.instance_features(empty, [], [], config, tables)
+    assert {k: v.shape for k, v in none.items()} == {
+        "input_ids": (0, 10), "input_mask": (0, 10), "segment_ids": (0, 10), "token_boundary": (0, 10),
+        "masked_lm_positions": (0, 3), "masked_lm_ids": (0, 3), "masked_lm_weights": (0, 3),
+        "next_sentence_labels": (0, 1)}
+
+
 def _protobuf(features, n):
     """Row `n` of `features` as protobuf serializes a `tf.train.Example` of it (deterministic: keys sorted)."""
     example = tf.train.Example()

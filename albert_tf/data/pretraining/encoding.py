@@ -120,7 +120,7 @@ def instance_features(docs, instances, masks, config, tables):
     Returns:
       dict name -> array: int32 [N, max_seq_length] `input_ids`, uint8 [N, max_seq_length] `input_mask`,
       `segment_ids`, `token_boundary`; int32 [N, P] `masked_lm_positions`, `masked_lm_ids` and float32 [N, P]
-      `masked_lm_weights` (P = `config.num_prediction_slots`); int32 [N, 1] `next_sentence_labels`. Padding is zero
+      `masked_lm_weights` (P = `config.num_prediction_slots`); int64 [N, 1] `next_sentence_labels`. Padding is zero
       everywhere. (Narrow types: the serializer writes every integer feature as int64, as the original.)
     """
     n_rows, seq_len, slots = len(instances), config.max_seq_length, config.num_prediction_slots
@@ -132,12 +132,8 @@ def instance_features(docs, instances, masks, config, tables):
     in_b = (column >= la + 2) & (column < la + 2 + lb)
     text = in_a | in_b
     source = np.where(in_a, a0 - 1 + column, np.where(in_b, b0 - la - 2 + column, 0))
-    if docs.tokens.size:
-        ids = np.where(text, docs.tokens[source], 0).astype(np.int32)
-        boundary = (text & docs.word_start[source]).view(np.uint8)
-    else:
-        ids = np.zeros((n_rows, seq_len), np.int32)
-        boundary = np.zeros((n_rows, seq_len), np.uint8)
+    ids = np.where(text, docs.tokens[source], 0).astype(np.int32)
+    boundary = (text & docs.word_start[source]).view(np.uint8)
     rows = np.arange(n_rows)
     sep_a, sep_b = (la + 1)[:, 0], (la + lb + 2)[:, 0]
     ids[:, 0] = tables.cls_id
