@@ -251,6 +251,31 @@ def test_huggingface_output_caps_the_tokenizer_length_at_albert_s_512(tmp_path, 
     assert not [r for r in caplog.records if r.getMessage().startswith("Hugging Face folder")]
 
 
+def test_the_converter_names_what_the_input_lacks_and_what_it_leaves_unused(original_checkpoint, tmp_path, caplog):
+    """A backbone-only input: the heads it lacks are named as left out of the output (and are not in it); a
+    variable of the input the model has no use for is named too."""
+    caplog.set_level(logging.WARNING)
+    config = _config()
+    backbone = str(tmp_path / "backbone" / "model.ckpt")
+    save_checkpoint(_random_model(config, AlbertModel), backbone, "original")
+    config.to_json_file(str(tmp_path / "backbone" / "albert_config.json"))
+    conversion.convert(backbone, str(tmp_path / "out.ckpt"), "original")
+    left_out = [r.getMessage() for r in caplog.records
+                if r.getMessage().startswith("Not in the input, so left out of the output: ")]
+    assert len(left_out) == 1 and "cls/predictions/output_bias" in left_out[0]
+    assert not [name for name in _tf1_arrays(str(tmp_path / "out.ckpt")) if name.startswith("cls/")]
+
+    _, _, prefix = original_checkpoint
+    arrays = {**_tf1_arrays(prefix), "bert/notes/extra": np.zeros(3, np.float32)}
+    extra = str(tmp_path / "extra" / "model.ckpt")
+    tf.raw_ops.SaveV2(prefix=extra, tensor_names=list(arrays), shape_and_slices=[""] * len(arrays),
+                      tensors=list(arrays.values()))
+    caplog.clear()
+    conversion.convert(extra, str(tmp_path / "out2.ckpt"), "original",
+                       albert_config_file=os.path.join(os.path.dirname(prefix), "albert_config.json"))
+    assert "In the input but not used by the model: bert/notes/extra" in [r.getMessage() for r in caplog.records]
+
+
 def test_refuses_a_different_config_beside_the_output(original_checkpoint, tmp_path):
     _, _, prefix = original_checkpoint
     out_dir = tmp_path / "out"
@@ -263,6 +288,13 @@ def test_refuses_a_different_config_beside_the_output(original_checkpoint, tmp_p
     with pytest.raises(app.UsageError, match=f"already holds {out_dir}/albert_config.json; pass --overwrite"):
         _run(*args)
     assert (out_dir / "albert_config.json").read_text() == "{not json"
+    _run(*args, "--overwrite")  # replaced by the input's config
+    assert AlbertConfig.from_json_file(str(out_dir / "albert_config.json")) == _config()
+    # The config beside the output given as the input's: read, never declared as an output, kept as it is.
+    stamp = os.stat(out_dir / "albert_config.json").st_mtime_ns
+    _run(f"--input_checkpoint={prefix}", f"--albert_config_file={out_dir / 'albert_config.json'}",
+         "--output_format=original", f"--output_path={out_dir / 'other.ckpt'}")
+    assert os.stat(out_dir / "albert_config.json").st_mtime_ns == stamp and (out_dir / "other.ckpt.index").exists()
 
 
 def test_usage_errors_name_the_flag(original_checkpoint, tmp_path):
