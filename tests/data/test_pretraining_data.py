@@ -944,6 +944,20 @@ def test_short_documents_skipped_and_counted(tmp_path):
     assert stats.skipped_documents == 2 and stats.documents == 2 and stats.instances >= 2
 
 
+def test_a_document_needs_two_tokens_wherever_it_is_in_the_shard(tmp_path, sp_tokenizer):
+    """Documents of one token are skipped and counted, two tokens (on one line or two) are kept: in the middle of
+    a shard and as its last document, with or without a newline at the end of the file."""
+    pieces = {line: len(sp_tokenizer.tokenize(line)) for line in ("Yes", "the cat", "No")}
+    assert pieces == {"Yes": 1, "the cat": 2, "No": 1}
+    text = tmp_path / "edges.txt"
+    for (ending, kept, skipped), newline in itertools.product((("No", [2, 2, 2], 2), ("the cat", [2, 2, 2, 2], 1)),
+                                                            ("", "\n")):
+        text.write_text("Yes\n\nthe cat\n\nYes\nNo\n\nthe cat\n\n" + ending + newline, encoding="utf-8")
+        shard, = pdata.plan_shards([str(text)], 1.0)
+        docs = shards.read_shard_documents(shard, pdata.TokenTables(sp_tokenizer))
+        assert [b[-1] - b[0] for b in docs.bounds] == kept and docs.skipped == skipped
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # Errors: clear messages, nothing left behind
 
