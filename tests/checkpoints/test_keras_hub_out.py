@@ -17,7 +17,7 @@ import pytest
 
 from albert_tf import fileio
 from albert_tf.checkpoints import load_checkpoint, model_arrays, save_checkpoint
-from albert_tf.checkpoints import conversion, keras_hub_writer
+from albert_tf.checkpoints import conversion, keras_hub_writer, task_heads
 from albert_tf.errors import UsageError
 from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
 from albert_tf.tasks.classification import build_classifier
@@ -259,12 +259,18 @@ def test_the_converter_says_what_a_preset_leaves_to_its_user(tmp_path, caplog):
         assert len(heads) == 1 and "cls/predictions/" in heads[0] and "cls/seq_relationship/" in heads[0], warnings
 
 
-def test_a_config_keras_hub_cannot_compute_is_refused(tmp_path):
+def test_a_config_keras_hub_cannot_compute_is_refused(tmp_path, monkeypatch):
     config = tiny_config(hidden_act="relu")
     model = AlbertModel(config)
     model(dummy_inputs(), training=False)
     with pytest.raises(keras_hub_writer.CheckpointMismatchError, match="hidden_act"):
         keras_hub_writer.write_preset(str(tmp_path / "out"), config, model_arrays(model), SPM)
+    assert not os.path.exists(tmp_path / "out")
+    # The converter refuses it from the config alone, before it loads the input.
+    folder = _release_folder(tmp_path / "in", model, config)
+    monkeypatch.setattr(task_heads, "load_model", lambda *args: pytest.fail("the input was loaded first"))
+    with pytest.raises(keras_hub_writer.CheckpointMismatchError, match="this model's config has 'relu'"):
+        conversion.convert(folder, str(tmp_path / "out"), "keras_hub")
     assert not os.path.exists(tmp_path / "out")
 
 
