@@ -214,6 +214,7 @@ def test_the_library_converts_as_the_script_and_refuses_an_output_over_its_own_i
     config_path = os.path.join(os.path.dirname(prefix), "albert_config.json")
     messages = [r.getMessage() for r in caplog.records]
     assert any(m.startswith(f"Config from {config_path}: {{") for m in messages)
+    assert f"Loaded {result} into AlbertForPretraining" in messages
     assert f"Wrote {copy} (original format, {len(expected)} weights) and {os.path.dirname(copy)}/albert_config.json" \
         in messages
     out = str(tmp_path / "hf")
