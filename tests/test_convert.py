@@ -201,7 +201,7 @@ def test_the_library_converts_as_the_script_and_refuses_an_output_over_its_own_i
     format exactly and logs where the config came from; it names the files an existing output holds, and refuses
     an output replacing the input folder it reads or a prefix on one of its files; nothing is written."""
     _, _, prefix = original_checkpoint
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")  # the converter logs through absl, whose level other tests set
     copy = str(tmp_path / "copy" / "model.ckpt")
     os.makedirs(os.path.dirname(copy))
     result = conversion.convert(prefix, copy, "original")
@@ -234,7 +234,7 @@ def test_the_library_converts_as_the_script_and_refuses_an_output_over_its_own_i
 def test_huggingface_output_caps_the_tokenizer_length_at_albert_s_512(tmp_path, caplog):
     """The Hugging Face tokenizer's `model_max_length` is the model's positions, up to ALBERT's 512; the log names
     the folder and its transformers class (and only for Hugging Face output)."""
-    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="absl")  # the converter logs through absl, whose level other tests set
     for positions, expected in ((16, 16), (600, 512)):
         config = _config(max_position_embeddings=positions, vocab_size=30000)  # 30k-clean.model's
         prefix = str(tmp_path / f"in{positions}" / "model.ckpt")
@@ -255,7 +255,7 @@ def test_huggingface_output_caps_the_tokenizer_length_at_albert_s_512(tmp_path, 
 def test_the_converter_names_what_the_input_lacks_and_what_it_leaves_unused(original_checkpoint, tmp_path, caplog):
     """A backbone-only input: the heads it lacks are named as left out of the output (and are not in it); a
     variable of the input the model has no use for is named too."""
-    caplog.set_level(logging.WARNING)
+    caplog.set_level(logging.WARNING, logger="absl")
     config = _config()
     backbone = str(tmp_path / "backbone" / "model.ckpt")
     save_checkpoint(_random_model(config, AlbertModel), backbone, "original")

@@ -245,7 +245,7 @@ def test_the_converter_says_what_a_preset_leaves_to_its_user(tmp_path, caplog):
     model = AlbertForPretraining(config)
     model(dummy_inputs(num_predictions=1), training=False)
     folder = _release_folder(tmp_path / "in", model, config)
-    caplog.set_level(logging.WARNING)
+    caplog.set_level(logging.WARNING, logger="absl")
     text = ("keras-hub's AlbertTokenizer runs SentencePiece on the raw text: {}strip accents (NFKD, combining marks "
             "dropped) before it, as this model's tokenizer did (albert_tf.text.tokenization.preprocess_text(text, "
             "lower={}))")
