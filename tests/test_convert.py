@@ -52,17 +52,20 @@ def _run(*args):
     convert.convert_argv(["convert", *args])
 
 
+def _saved(model, config, prefix):
+    """`model` saved at `prefix` in the original format with `config` beside it as albert_config.json."""
+    save_checkpoint(model, prefix, "original")
+    config.to_json_file(os.path.join(os.path.dirname(prefix), "albert_config.json"))
+    return prefix
+
+
 @pytest.fixture()
 def original_checkpoint(tmp_path):
     """A random pretraining model saved in the original format, with albert_config.json beside it."""
     config = _config()
     model = _random_model(config)
-    directory = tmp_path / "albert_orig"
-    directory.mkdir()
-    prefix = str(directory / "model.ckpt-best")
-    save_checkpoint(model, prefix, "original")
-    config.to_json_file(str(directory / "albert_config.json"))
-    return config, model, prefix
+    (tmp_path / "albert_orig").mkdir()
+    return config, model, _saved(model, config, str(tmp_path / "albert_orig" / "model.ckpt-best"))
 
 
 def test_tf1_to_hf_to_tf1_is_identical(original_checkpoint, tmp_path):
@@ -123,9 +126,7 @@ def test_reference_fixture_to_original(tmp_path):
 def test_encoder_only_input_writes_encoder_only(tmp_path):
     config = _config()
     encoder = _random_model(config, cls=AlbertModel)
-    prefix = str(tmp_path / "enc" / "model.ckpt")
-    save_checkpoint(encoder, prefix, "original")
-    config.to_json_file(str(tmp_path / "enc" / "albert_config.json"))
+    prefix = _saved(encoder, config, str(tmp_path / "enc" / "model.ckpt"))
     hf_dir = str(tmp_path / "hf")
     _run(f"--input_checkpoint={prefix}", "--output_format=huggingface", f"--output_path={hf_dir}")
     tensors = load_file(os.path.join(hf_dir, "model.safetensors"))
@@ -237,9 +238,7 @@ def test_huggingface_output_caps_the_tokenizer_length_at_albert_s_512(tmp_path, 
     caplog.set_level(logging.INFO, logger="absl")  # the converter logs through absl, whose level other tests set
     for positions, expected in ((16, 16), (600, 512)):
         config = _config(max_position_embeddings=positions, vocab_size=30000)  # 30k-clean.model's
-        prefix = str(tmp_path / f"in{positions}" / "model.ckpt")
-        save_checkpoint(_random_model(config), prefix, "original")
-        config.to_json_file(os.path.join(os.path.dirname(prefix), "albert_config.json"))
+        prefix = _saved(_random_model(config), config, str(tmp_path / f"in{positions}" / "model.ckpt"))
         out = str(tmp_path / f"hf{positions}")
         caplog.clear()
         conversion.convert(prefix, out, "huggingface", spm_model_file=SPM)
@@ -257,9 +256,7 @@ def test_the_converter_names_what_the_input_lacks_and_what_it_leaves_unused(orig
     variable of the input the model has no use for is named too."""
     caplog.set_level(logging.WARNING, logger="absl")
     config = _config()
-    backbone = str(tmp_path / "backbone" / "model.ckpt")
-    save_checkpoint(_random_model(config, AlbertModel), backbone, "original")
-    config.to_json_file(str(tmp_path / "backbone" / "albert_config.json"))
+    backbone = _saved(_random_model(config, AlbertModel), config, str(tmp_path / "backbone" / "model.ckpt"))
     conversion.convert(backbone, str(tmp_path / "out.ckpt"), "original")
     left_out = [r.getMessage() for r in caplog.records
                 if r.getMessage().startswith("Not in the input, so left out of the output: ")]
