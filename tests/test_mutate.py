@@ -156,6 +156,59 @@ def test_an_empty_only_is_refused_not_taken_for_all(tmp_path, capsys):
     assert not (tmp_path / "m.json").exists()
 
 
+def test_a_stopped_run_goes_on_with_the_mutants_it_had_not_run(tmp_path, monkeypatch, capsys):
+    """`--resume` runs only the mutants a stopped report lacks, keeps the ones it holds, and refuses a report of
+    other settings, a finished one or none."""
+    module, tests = "albert_tf/data/natural_order.py", ["tests/data/test_natural_order.py"]
+    with open(os.path.join(REPO, module), encoding="utf-8") as f:
+        source = f.read()
+    everyone = mutate.generate_mutants(source)
+    ran, stop_after = [], [3]
+
+    def fake_run_tests(workdir, selected, timeout, log=None, **env):  # pylint: disable=unused-argument
+        if "MUTATE_COVER_OUT" in env:
+            with open(env["MUTATE_COVER_OUT"], "w", encoding="utf-8") as f:
+                json.dump({"lines": {}, "seconds": {}}, f)
+            return "passed", 1.0
+        if len(ran) == stop_after[0]:
+            raise KeyboardInterrupt
+        with open(os.path.join(workdir, module), encoding="utf-8") as f:
+            mutated = f.read()
+        ran.append(next(m.id for m in everyone if m.apply(source) == mutated))
+        return ("failed" if len(ran) % 2 else "passed"), 0.5
+
+    monkeypatch.setattr(mutate, "run_tests", fake_run_tests)
+    monkeypatch.setattr(mutate, "check_imports", lambda workdir: None)
+    report = tmp_path / "m.json"
+    args = [module, *tests, "--report", str(report)]
+    with pytest.raises(KeyboardInterrupt):
+        mutate.main(args)
+    stopped = json.loads(report.read_text())
+    assert [m["id"] for m in stopped["mutants"]] == ran == [0, 1, 2] and not stopped["complete"]
+
+    for other, named in ((["--operators", "compare"], "operators"), (["--only", "0,1,5"], "only"),
+                         (["--", "-k", "x"], "tests")):
+        with pytest.raises(SystemExit):
+            mutate.main([*args, "--resume", *other])
+        assert f"is a run with {named} " in capsys.readouterr().err
+    assert json.loads(report.read_text()) == stopped
+
+    stop_after[0] = len(everyone) + 1
+    mutate.main([*args, "--resume"])
+    finished = json.loads(report.read_text())
+    assert ran == [m.id for m in everyone] and finished["complete"]
+    assert finished["mutants"][:3] == stopped["mutants"] and [m["id"] for m in finished["mutants"]] == ran
+    assert finished["date"] == stopped["date"] and len(finished["resumed"]) == 1
+    assert finished["summary"]["all"]["mutants"] == len(everyone)
+
+    with pytest.raises(SystemExit):
+        mutate.main([*args, "--resume"])
+    assert "is a finished run" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        mutate.main([module, *tests, "--report", str(tmp_path / "none.json"), "--resume"])
+    assert "no report" in capsys.readouterr().err and not (tmp_path / "none.json").exists()
+
+
 def test_the_summary_counts_timeouts_as_killed():
     results = [{"operator": "compare", "status": "killed"}, {"operator": "compare", "status": "survived"},
                {"operator": "return", "status": "timeout"}]

@@ -5,6 +5,7 @@ the module's source, from the fixed set of operators below; a mutant is killed w
     python tools/mutate.py albert_tf/data/corpus/sentences.py tests/data/test_corpus.py -- -k "sentence or cjk"
     python tools/mutate.py albert_tf/fileio.py tests/test_fileio.py --list          # the mutants, nothing run
     python tools/mutate.py albert_tf/fileio.py tests/test_fileio.py --only 12,40    # a few of them again
+    python tools/mutate.py --commit C albert_tf/fileio.py tests/test_fileio.py --resume  # a stopped run, on
 
 The working tree is never written: the repository (its `albert_tf` package, `tests/`, top-level scripts and files;
 `data/`, `bench/`, `docs/` and `shared/` as links), or with `--commit REV` that commit's files, is copied into a
@@ -18,6 +19,9 @@ the start when a kept work folder (`--workdir`) holds one from an interrupted ru
 The unmutated run also records which lines of the module each test runs (tools/mutate_plugin.py); each mutant
 then runs the tests that ran its line first, quickest first, and the rest of the selection after them, so a
 killed mutant stops early (`-x`) and a survivor has passed every selected test, as before.
+
+A run stopped part-way (killed, or the session ended) keeps the mutants it ran in its report; the same command
+with `--resume` goes on with the others, at the same commit, tests and selection (refused otherwise).
 
 The report, bench/results/mutation/<dotted module>.json (or --report), lists every mutant (id, line, column,
 operator, the original and mutated source, the outcome: killed, survived, timeout, which counts as killed; and
@@ -415,6 +419,9 @@ def main(argv=None):
     parser.add_argument("--workdir", default=None, help="keep the copy here (default: a temporary folder, removed)")
     parser.add_argument("--report", default=None, help="the JSON report, a new file (default: bench/results/"
                         "mutation/<dotted module>[.at-<commit>].json)")
+    parser.add_argument("--resume", action="store_true", help="go on with the run that this report (--report or "
+                        "the default name) holds, stopped part-way: the same module source, commit, tests and "
+                        "selection; the mutants it ran are kept, the others run")
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -446,20 +453,24 @@ def main(argv=None):
         return 0
     stem = module.removesuffix(".py").replace(os.sep, ".") + (f".at-{args.commit[:7]}" if args.commit else "")
     path = args.report or os.path.join(REPORT_DIR, stem + ".json")
-    if os.path.exists(path):  # a stored run is a record: never written over
-        parser.error(f"the report {os.path.relpath(path)} exists already; name another with --report")
-    real_sha = _sha(os.path.join(REPO, module))
-    signal.signal(signal.SIGTERM, _terminate)
-    if args.workdir:
-        restore_leftover(os.path.join(args.workdir, module))
     report = {"module": module, "tests": tests, "operators": args.operators.split(","), "commit": args.commit,
               "source_sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "lines": args.lines or None, "only": args.only or None, "mutants_selected": len(mutants),
               "complete": False}
+    results = []
+    if args.resume:
+        report, results = _stopped_run(parser, path, report)
+        done = {r["id"] for r in results}
+        mutants = [m for m in mutants if m.id not in done]
+    elif os.path.exists(path):  # a stored run is a record: never written over
+        parser.error(f"the report {os.path.relpath(path)} exists already; name another with --report")
+    real_sha = _sha(os.path.join(REPO, module))
+    signal.signal(signal.SIGTERM, _terminate)
+    if args.workdir:
+        restore_leftover(os.path.join(args.workdir, module))
     workdir = make_workdir(args.workdir, commit=args.commit)
     target = os.path.join(workdir, module)
-    results = []
     try:
         check_imports(workdir)
         log = os.path.join(workdir, "baseline.log")
@@ -473,7 +484,7 @@ def main(argv=None):
         with open(cover, encoding="utf-8") as f:
             coverage = json.load(f)
         timeout = args.timeout or 3 * report["baseline_seconds"] + 30
-        print(f"{len(mutants)} mutants of {module}; baseline {report['baseline_seconds']:.1f}s, timeout "
+        print(f"{len(mutants)} mutants of {module} to run; baseline {report['baseline_seconds']:.1f}s, timeout "
               f"{timeout:.0f}s", file=sys.stderr)
         for m in mutants:
             running = tests_running(m, coverage)
@@ -487,7 +498,7 @@ def main(argv=None):
                             "tests_running_line": len(running)})
             print(f"{m.id:4d} line {m.line:4d} {m.operator:9s} {status:8s} {m.original!r} -> {m.replacement!r}",
                   file=sys.stderr)
-            report["complete"] = len(results) == len(mutants)
+            report["complete"] = len(results) == report["mutants_selected"]
             _write_report(path, report, results)  # after each mutant: an interrupted run keeps what it found
     finally:
         if args.workdir is None:
@@ -499,6 +510,25 @@ def main(argv=None):
     print(f"{module}: {total['killed']}/{total['mutants']} killed ({total['score']}), {total['survived']} survived; "
           f"report {path}", file=sys.stderr)
     return 0
+
+
+def _stopped_run(parser, path, report):
+    """(report, results) of the stopped run stored at `path`, after checking that `report` (this run's settings)
+    would make the same mutants and test them alike; refuses a missing, finished or different run."""
+    name = os.path.relpath(path)
+    if not os.path.exists(path):
+        parser.error(f"--resume: no report {name} to go on with")
+    with open(path, encoding="utf-8") as f:
+        stored = json.load(f)
+    for key in ("module", "commit", "source_sha256", "tests", "operators", "lines", "only", "mutants_selected"):
+        if stored.get(key) != report[key]:
+            parser.error(f"--resume: {name} is a run with {key} {stored.get(key)!r}, not {report[key]!r}")
+    if stored["complete"]:
+        parser.error(f"--resume: {name} is a finished run; nothing to go on with")
+    results = stored.pop("mutants")
+    stored.pop("summary", None)
+    stored["resumed"] = stored.get("resumed", []) + [report["date"]]
+    return stored, results
 
 
 def _write_report(path, report, results):

@@ -13,6 +13,7 @@ import os
 import sys
 import random
 import re
+import tempfile
 
 import pytest
 
@@ -28,7 +29,7 @@ from albert_tf.data.pretraining import (PretrainingConfig, PretrainingDataError,
 from albert_tf.data.pretraining import beam as beam_pipeline
 from albert_tf.data.pretraining import shards
 from albert_tf.data.pretraining.beam import files as beam_files
-from albert_tf.data.pretraining.beam import frames, launcher, options, worker_errors, write
+from albert_tf.data.pretraining.beam import build_records, frames, launcher, options, worker_errors, write
 from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, STREAM_INTERLEAVE, derive_seed
 from albert_tf.data.tfrecord_writer import frame_records
 from albert_tf.errors import UsageError
@@ -621,3 +622,28 @@ def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():
     # Bucket b is written to output file b % files: as many buckets for each file.
     assert [beam_pipeline.shuffle_bucket_count(size, CONFIG, files) for size, files in
             ((1000, 1), (1000, 4), (10**9, 1), (10**9, 7))] == [1, 4, 164, 168]
+
+
+def test_a_workers_setup_makes_the_tokenizer_from_the_bytes_it_was_given(tmp_path, monkeypatch):
+    """BuildRecords' `setup`, once per worker: the tokenizer from the files' bytes it carries (written to a
+    temporary folder, removed after), lower-casing as given, one SentencePiece thread (a worker per core), Beam's
+    file systems for remote inputs, and a metric counter for every statistic and n-gram size."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with open(SPM, "rb") as f:
+        carried = {"spm_model_file": ("renamed.model", f.read())}
+    text = "Father Brown SAID 1,000 words."
+    for lower in (True, False):
+        fn = build_records.ShardRecordsFn(carried, lower, CONFIG, 0, 2)
+        fn.setup()
+        assert os.listdir(tmp_path) == []
+        assert shards._REMOTE_IO == {"open": beam_files.beam_open,  # pylint: disable=protected-access
+                                     "size": beam_files.beam_size}
+        assert fn.tables.num_threads == 1
+        local = TokenTables(tokenization.FullTokenizer(spm_model_file=SPM, do_lower_case=lower))
+        ids, lengths = fn.tables.lines_to_ids(text)
+        expected_ids, expected_lengths = local.lines_to_ids(text)
+        assert ids.tolist() == expected_ids.tolist() and lengths == expected_lengths
+        ngram_counters = [f"ngram_{kind}_{n}" for kind in ("drawn", "accepted") for n in range(1, CONFIG.ngram + 1)]
+        assert sorted(fn.counters) == sorted([*fn._COUNTERS, *ngram_counters])  # pylint: disable=protected-access
+    assert TokenTables(tokenization.FullTokenizer(spm_model_file=SPM, do_lower_case=True)).lines_to_ids(text)[0] \
+        .tolist() != ids.tolist()  # the two cases differ on this text
