@@ -3,6 +3,8 @@
 question cut from the front, the article cut to fit), and the lengths it refuses. In a process without albert_tf:
 tests/tasks/test_race.py (slow)."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -12,7 +14,7 @@ from albert_tf.serving.race import export_race_model
 from albert_tf.serving.savedmodel import ExportError
 from albert_tf.tasks import race as race_task
 from albert_tf.text.tokenization import FullTokenizer
-from tests.helpers import SPM, tiny_config
+from tests.helpers import DATA_DIR, SPM, tiny_config
 
 ARTICLE = ("Tom ``walked'' home through the park after school. It rained all afternoon, so he stayed inside and "
            "read a book about ships, trains and the people who built them long ago.")
@@ -104,3 +106,30 @@ def test_the_defaults_inference_mode_and_the_length_check(tmp_path):
         loaded.signatures["serving_default"](input_ids=too_long, input_mask=too_long, segment_ids=too_long)
     with pytest.raises(ExportError, match="exists"):
         export_race_model(model, export_dir)
+
+
+def test_a_wordpiece_vocabulary_keeping_case_serves_the_python_features(tmp_path):
+    """The text signature with a WordPiece vocabulary and `do_lower_case=False`: the same features as
+    `convert_example` with that tokenizer (no SentencePiece preprocessing, letters' case kept: "The" and "ABC"
+    are not pieces of this vocabulary, "the" and "abc" are)."""
+    vocab = os.path.join(DATA_DIR, "vocab_chinese.txt")
+    with open(vocab, encoding="utf-8") as f:
+        model = race_task.build_model(tiny_config(vocab_size=sum(1 for _ in f)), dropout_prob=0.0)
+    kernel = model.output_layer.kernel
+    kernel.assign(np.random.default_rng(2).normal(0.0, 1000.0, kernel.shape).astype(np.float32))
+    loaded = tf.saved_model.load(export_race_model(model, str(tmp_path / "race"), tokenizer_file=vocab,
+                                                   do_lower_case=False, is_sentencepiece=False,
+                                                   max_seq_length=SEQ, max_qa_length=QA))
+    examples = [race.RaceExample("z-0", "high", "今天天气很好，The abc 我们去公园。" * 3, "他们去了 _ 。",
+                                 ["公园", "ABC", "the 学校", "abc"]),
+                race.RaceExample("z-1", "middle", "The ABC.", "the abc ?", ["我", "你", "The", "the"])]
+    tokenizer = FullTokenizer(vocab_file=vocab, do_lower_case=False)
+    features = [race.convert_example(e, tokenizer, SEQ, QA) for e in examples]
+    assert "[UNK]" in features[0]["tokens"][1] and "abc" in features[0]["tokens"][3]  # case kept
+    ids = {k: tf.constant([f[k] for f in features], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")}
+    expected = model(ids, training=False).numpy()
+    served = loaded.signatures["text"](article=tf.constant([e.article for e in examples]),
+                                       question=tf.constant([e.question for e in examples]),
+                                       options=tf.constant([e.options for e in examples]))
+    np.testing.assert_allclose(served["logits"].numpy(), expected, atol=1e-3, rtol=1e-5)
+    assert bool(loaded.signatures["tokenization_info"]()["do_lower_case"].numpy()) is False
