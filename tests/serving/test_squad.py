@@ -18,10 +18,12 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data import squad
+from albert_tf.evaluation import squad_postprocessing as post
+from albert_tf.model import AlbertForSquad, dummy_inputs
 from albert_tf.serving import squad as serving_squad
 from albert_tf.tasks.squad import SquadParams, run_squad
 from albert_tf.text.tokenization import FullTokenizer, preprocess_text
-from tests.helpers import SPM, SQUAD_V1, tiny_config
+from tests.helpers import SPM, SQUAD_V1, randomize, tiny_config
 
 # Questions of data/squad/dev-v1.1-sample.json whose paragraphs run to 200-350 pieces and whose answers come late.
 QUESTION_IDS = ("5726534d708984140094c271", "57286192ff5b5019007da1e0", "5726559edd62a815002e81cb",
@@ -190,3 +192,73 @@ def test_the_best_span_and_window_are_the_first_of_the_highest_valid_score():
     scores = tf.constant([1.0, 1.0, -np.inf, 0.5, 2.0, 2.0], tf.float64)
     flat, best = serving_squad.pick_window(scores, windows)
     assert flat.numpy().tolist() == [0, 2, 4] and best.numpy().tolist() == [1.0, -np.inf, 2.0]
+
+
+def _decoded(tokenizer, text):
+    """`text` as the export gives a span of it: its pieces decoded (normalised, unknown pieces as " ⁇ ")."""
+    return _folded(tokenizer.sp_model.decode(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))))
+
+
+@pytest.mark.parametrize("version_2", [False, True])
+def test_text_export_answers_as_the_python_postprocessing_does(tmp_path, version_2):
+    """Untrained (random weights, so every window scores differently): the text export's windows, heads,
+    answers and scores are those of `convert_examples_to_features`, the ids model and the Python n-best ranking
+    (`squad_postprocessing`) on the same questions, with a question whose context is empty; v2.0 also its null
+    scores and the threshold's verdict."""
+    seq, stride, query = 40, 12, 10
+    examples = squad.read_squad_examples(SQUAD_V1, False)[:3]
+    tokenizer = FullTokenizer(spm_model_file=SPM)
+    features = squad.convert_examples_to_features(examples, tokenizer, seq, stride, query, False, log_every=0)
+    model = AlbertForSquad(tiny_config(), version_2=version_2, start_n_top=3, end_n_top=2, dropout_prob=0.0)
+    model(dummy_inputs(seq_length=4), training=False)
+    randomize(model, seed=3, scale=0.5)
+    inputs = {k: tf.constant([getattr(f, k) for f in features], tf.int32)
+              for k in ("input_ids", "input_mask", "segment_ids")}
+    outputs = {k: v.numpy() for k, v in model(inputs, training=False).items()}
+    unique_ids = [f.unique_id for f in features]
+    result_dict, cls_dict = {}, {}
+    if version_2:
+        post.accumulate_predictions_v2(result_dict, cls_dict, examples, features,
+                                       post.raw_results_v2(unique_ids, outputs), 20, 30, 3, 2)
+        _, null_odds, _, _ = post.write_predictions_v2(result_dict, cls_dict, examples, features, 20)
+        threshold = sum(sorted(null_odds.values())[1:]) / 2  # one question above it, two below
+        predictions, null_odds, best_non_null, nbest = post.write_predictions_v2(
+            result_dict, cls_dict, examples, features, 20, threshold)
+    else:
+        post.accumulate_predictions_v1(result_dict, examples, features,
+                                       post.raw_results_v1(unique_ids, outputs["start_logits"],
+                                                           outputs["end_logits"]), 20, 30)
+        predictions, nbest = post.write_predictions_v1(result_dict, examples, features, 20)
+        threshold = None
+    dirs = serving_squad.export_squad_model(model, str(tmp_path / "export"), spm_model_file=SPM, max_seq_length=seq,
+                                            doc_stride=stride, max_query_length=query,
+                                            null_score_diff_threshold=threshold)
+    assert sorted(dirs) == ["ids", "text"]
+    answer = tf.saved_model.load(dirs["text"]).signatures["serving_default"]
+    served = {k: v.numpy() for k, v in answer(question=tf.constant([e.question_text for e in examples] + ["Who?"]),
+                                              context=tf.constant([e.paragraph_text for e in examples] + [""])).items()}
+    windows = [[f for f in features if f.example_index == i] for i in range(len(examples))]
+    assert served["num_windows"].tolist() == [len(w) for w in windows] + [1] and min(map(len, windows)) >= 3
+    flat = 0
+    for i, example in enumerate(examples):
+        for w, feature in enumerate(windows[i]):
+            assert served["input_ids"][i, w].tolist() == feature.input_ids
+            assert served["segment_ids"][i, w].tolist() == feature.segment_ids
+            for name in ("start_logits", "end_logits", "start_top_log_probs", "end_top_index", "cls_logits"):
+                if name in outputs:
+                    np.testing.assert_allclose(served[name][i, w], outputs[name][flat], atol=1e-4)
+            flat += 1
+        best = nbest[example.qas_id][0]
+        want = predictions[example.qas_id]
+        assert _folded(served["answer_text"][i].decode()) == _decoded(tokenizer, want), i
+        assert served["answer_score"][i] == pytest.approx(best["start_log_prob"] + best["end_log_prob"], abs=1e-4)
+        chosen = served["input_ids"][i, served["answer_window"][i]]
+        assert 0 < served["answer_start"][i] <= served["answer_end"][i] < seq and chosen[0] == features[0].input_ids[0]
+        if version_2:
+            assert served["null_score"][i] == pytest.approx(null_odds[example.qas_id], abs=1e-4)
+            assert bool(served["is_impossible"][i]) == (null_odds[example.qas_id] > threshold)
+            non_null = best_non_null[example.qas_id]
+            assert _folded(served["best_non_null_text"][i].decode()) == _decoded(tokenizer, non_null)
+    assert served["answer_text"][-1] == b"" and served["answer_score"][-1] == np.float32(-1e30)  # no span: -1e30
+    if version_2:
+        assert sum(served["is_impossible"][:3]) == 1
