@@ -30,6 +30,7 @@ from albert_tf.data.pretraining import beam as beam_pipeline
 from albert_tf.data.pretraining import shards
 from albert_tf.data.pretraining.beam import files as beam_files
 from albert_tf.data.pretraining.beam import build_records, frames, launcher, options, worker_errors, write
+from albert_tf.data.pretraining.config import Stats
 from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, STREAM_INTERLEAVE, derive_seed
 from albert_tf.data.tfrecord_writer import frame_records
 from albert_tf.errors import UsageError
@@ -647,3 +648,37 @@ def test_a_workers_setup_makes_the_tokenizer_from_the_bytes_it_was_given(tmp_pat
         assert sorted(fn.counters) == sorted([*fn._COUNTERS, *ngram_counters])  # pylint: disable=protected-access
     assert TokenTables(tokenization.FullTokenizer(spm_model_file=SPM, do_lower_case=True)).lines_to_ids(text)[0] \
         .tolist() != ids.tolist()  # the two cases differ on this text
+
+
+@pytest.mark.parametrize("shuffle", [False, True], ids=["dealt", "global-shuffle"])
+def test_a_shards_records_leave_in_batches_cut_once_they_reach_the_batch_bytes(monkeypatch, shuffle):
+    """BuildRecords' `process` on one shard: a batch ends with the record that brings its records' bytes to
+    `frames.BATCH_BYTES` or more (memory stays bounded by about one batch), and each batch leaves as its own
+    pieces; one output file or bucket, so each batch is one piece."""
+    shard = next(build_records.file_shards((0, CORPUS[1]), int(SHARD_MB * 2**20)))
+    tables = TokenTables(tokenization.FullTokenizer(spm_model_file=SPM))
+    records = list(shard_records(shard, CONFIG, tables, Stats(ngram_drawn=[0] * CONFIG.ngram,
+                                                              ngram_accepted=[0] * CONFIG.ngram)))
+    assert len(records) > 12
+    with open(SPM, "rb") as f:
+        fn = build_records.ShardRecordsFn({"spm_model_file": ("m.model", f.read())}, True, CONFIG, int(shuffle), 1)
+    fn.setup()
+    sizes = [len(r) for r in records]
+    for limit in (sizes[0] + sizes[1], sizes[0] + 1, sizes[0], 3 * max(sizes)):
+        monkeypatch.setattr(frames, "BATCH_BYTES", limit)
+        batches, batch, total = [], [], 0
+        for record in records:
+            batch.append(record)
+            total += len(record)
+            if total >= limit:
+                batches.append(batch)
+                batch, total = [], 0
+        batches += [batch] if batch else []
+        pieces = list(fn.process(shard))
+        if shuffle:
+            rng = random.Random(derive_seed(CONFIG.random_seed, 0, 0, STREAM_GLOBAL_SHUFFLE))
+            keys = [[rng.getrandbits(64) for _ in b] for b in batches]
+            expected = [(0, piece) for k, b in zip(keys, batches) for _, piece in frames.keyed_pieces({0: (k, b)})]
+        else:
+            expected = [(0, frame_records(b)) for b in batches]
+        assert pieces == expected, limit
