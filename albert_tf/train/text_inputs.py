@@ -6,7 +6,7 @@ which gives `FullTokenizer`'s ids) takes text wherever Keras takes `x`:
 
 * in memory: a list of strings, a numpy array of `str`/`bytes`/objects, or a string tensor (one text per
   example); for pairs, a tuple `(texts_a, texts_b)` of two such sequences, a numpy array [N, 2], or a list of
-  `(text_a, text_b)` tuples;
+  `(text_a, text_b)` tuples (a list of two-text rows is always read as rows, even when it holds two of them);
 * a `tf.data.Dataset` of batches: `texts`, `(texts, labels)`, `(texts, labels, sample_weights)`, and for pairs
   `(texts_a, texts_b)`, `((texts_a, texts_b), labels)`, ...
 
@@ -58,12 +58,13 @@ def in_memory_texts(x):
         return None
     if _is_string(x):
         return _as_texts([x])
-    if isinstance(x, (list, tuple)) and len(x) == 2 and all(_is_text_array(part) for part in x) \
-            and not any(_is_string(part) for part in x):
-        return _as_texts(x[0]), _as_texts(x[1])  # (texts_a, texts_b)
+    # A list of two-text rows before two sequences: [(a1, b1), (a2, b2)] is two pairs, as an [N, 2] array.
     if isinstance(x, list) and x and all(isinstance(item, (list, tuple)) and len(item) == 2 and
                                          all(_is_string(v) for v in item) for item in x):
         return _as_texts([item[0] for item in x]), _as_texts([item[1] for item in x])  # [(text_a, text_b), ...]
+    if isinstance(x, (list, tuple)) and len(x) == 2 and all(_is_text_array(part) for part in x) \
+            and not any(_is_string(part) for part in x):
+        return _as_texts(x[0]), _as_texts(x[1])  # (texts_a, texts_b)
     if _is_text_array(x):
         if getattr(x, "ndim", 1) == 2 and x.shape[-1] == 2:
             return _as_texts(x[:, 0]), _as_texts(x[:, 1])  # an [N, 2] array of pairs

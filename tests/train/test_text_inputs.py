@@ -312,3 +312,192 @@ def test_the_readme_keras_example(tmp_path):
     assert logits.shape == (1, 2) and all(loaded_encoder)
     loaded = keras.saving.load_model(str(tmp_path / "sst2.keras"))
     np.testing.assert_array_equal(loaded.predict(["an utterly charming film."], verbose=0), logits)
+
+
+# ------------------------------------------------------------------------ the forms of text, without a model
+
+def _texts(value):
+    return [t.decode() for t in value.numpy().tolist()]
+
+
+def test_each_in_memory_form_of_text_is_read_as_one_or_two_sequences():
+    read = text_inputs.in_memory_texts
+    for x in (None, {"input_ids": [[1]]}, tf.data.Dataset.from_tensor_slices(["a"]), [], [1, 2], ["a", 1],
+              np.array([1, 2]), np.array([1, "a"], dtype=object), tf.constant([1]), 3):
+        assert read(x) is None, x
+    assert _texts(read("one text")) == ["one text"]
+    assert _texts(read(b"bytes")) == ["bytes"]
+    for x in (["a", "b"], ("a", "b"), np.array(["a", "b"]), np.array([b"a", b"b"]), np.array(["a", "b"], object),
+              tf.constant(["a", "b"]), np.array([["a"], ["b"]])):
+        assert _texts(read(x)) == ["a", "b"], x
+    assert read(np.array([], dtype=object)).shape == [0]
+    # Two pairs as rows or as a tuple of columns (two rows of two texts are rows, never columns).
+    for x in ((["a", "c"], ["b", "d"]), [("a", "b"), ("c", "d")], [["a", "b"], ["c", "d"]],
+              np.array([["a", "b"], ["c", "d"]]), (np.array(["a", "c"]), tf.constant(["b", "d"]))):
+        first, second = read(x)
+        assert (_texts(first), _texts(second)) == (["a", "c"], ["b", "d"]), x
+    with pytest.raises(ValueError, match=r"one-dimensional \(one text per example\), got shape \(2, 3\)"):
+        read(np.array([["a", "b", "c"], ["d", "e", "f"]]))
+    with pytest.raises(ValueError, match="one-dimensional"):
+        read(np.array([[["a"]]]))
+
+
+def test_a_datasets_text_layout_is_found_in_its_elements():
+    texts, labels = tf.constant(["a", "b"]), tf.constant([0, 1])
+    layout = lambda *parts: text_inputs.dataset_text_layout(  # noqa: E731
+        tf.data.Dataset.from_tensor_slices(parts[0] if len(parts) == 1 else parts).batch(2))
+    assert layout(texts) == ("x", "single")
+    assert layout(texts, texts) == ("x", "pair")
+    assert layout(texts, labels) == ("first", "single")
+    assert layout(texts, labels, labels) == ("first", "single")
+    assert text_inputs.dataset_text_layout(tf.data.Dataset.from_tensor_slices(((texts, texts), labels)).batch(2)) \
+        == ("first", "pair")
+    assert layout(labels) is None and layout(labels, texts) is None and layout({"t": texts}) is None
+    assert layout(texts, texts, texts) == ("first", "single")  # (texts, labels, weights) of strings
+    with pytest.raises(ValueError, match=r"call dataset.batch\(batch_size\) first"):
+        text_inputs.dataset_text_layout(tf.data.Dataset.from_tensor_slices((texts, labels)))
+    with pytest.raises(ValueError, match="must yield batches"):
+        text_inputs.dataset_text_layout(tf.data.Dataset.from_tensor_slices((texts, texts)))
+
+
+class _Lengths:
+    """A stand-in preprocessor: the features of a text are its length (a pair: both lengths)."""
+
+    def __init__(self):
+        self.resources = 0
+
+    def ensure_resources(self):
+        self.resources += 1
+
+    def __call__(self, texts):
+        if isinstance(texts, tuple):
+            return {"a": tf.strings.length(texts[0]), "b": tf.strings.length(texts[1])}
+        return {"a": tf.strings.length(texts)}
+
+
+def test_the_preprocessor_is_mapped_over_the_text_and_the_rest_passes_through():
+    texts, pair_b, labels = tf.constant(["a", "bbb"]), tf.constant(["cc", ""]), tf.constant([7, 8])
+    cases = [((texts,), [{"a": [1, 3]}]), ((texts, pair_b), [{"a": [1, 3], "b": [2, 0]}]),
+             ((texts, labels), [({"a": [1, 3]}, [7, 8])]), ((texts, labels, labels), [({"a": [1, 3]}, [7, 8], [7, 8])]),
+             (((texts, pair_b), labels), [({"a": [1, 3], "b": [2, 0]}, [7, 8])])]
+    for parts, expected in cases:
+        preprocessor = _Lengths()
+        element = parts[0] if len(parts) == 1 else parts
+        out = text_inputs.preprocess_dataset(tf.data.Dataset.from_tensor_slices(element).batch(2), preprocessor)
+        got = [tf.nest.map_structure(lambda v: v.tolist(), b) for b in out.as_numpy_iterator()]
+        assert got == [tuple(e) if isinstance(e, tuple) else e for e in expected], parts
+        assert preprocessor.resources == 1
+    plain = tf.data.Dataset.from_tensor_slices(labels).batch(2)
+    assert text_inputs.preprocess_dataset(plain, _Lengths()) is plain
+
+
+def test_in_memory_text_is_batched_with_its_labels_and_weights():
+    texts = text_inputs.in_memory_texts([f"t{i}" for i in range(70)])
+    batches = list(text_inputs.text_dataset(texts).as_numpy_iterator())
+    assert [len(b) for b in batches] == [32, 32, 6] and batches[2][-1] == b"t69"
+    (t, y, w), = list(text_inputs.text_dataset(texts, np.arange(70), np.ones(70) / 2, batch_size=70)
+                      .as_numpy_iterator())
+    assert t[5] == b"t5" and y[5] == 5 and w[5] == 0.5
+    pair = text_inputs.in_memory_texts((["a", "b", "c"], ["d", "e", "f"]))
+    ((a, b), y), _ = list(text_inputs.text_dataset(pair, np.arange(3), batch_size=2).as_numpy_iterator())
+    assert a.tolist() == [b"a", b"b"] and b.tolist() == [b"d", b"e"] and y.tolist() == [0, 1]
+    with pytest.raises(ValueError, match="sample_weight needs y"):
+        text_inputs.text_dataset(texts, sample_weight=np.ones(70))
+    one = list(text_inputs.text_dataset(text_inputs.in_memory_texts(["x"]), shuffle=True).as_numpy_iterator())
+    assert one[0].tolist() == [b"x"]
+
+
+def test_validation_split_of_text_takes_the_last_examples():
+    texts = text_inputs.in_memory_texts([f"t{i}" for i in range(10)])
+    (train_x, train_y, train_w), (val_x, val_y, val_w) = text_inputs._split_for_validation(  # pylint: disable=protected-access
+        texts, list(range(10)), [1.0] * 8 + [2.0] * 2, 0.25)
+    assert _texts(train_x) == [f"t{i}" for i in range(7)] and _texts(val_x) == ["t7", "t8", "t9"]
+    assert train_y.tolist() == list(range(7)) and val_y.tolist() == [7, 8, 9]
+    assert val_w.tolist() == [1.0, 2.0, 2.0] and len(train_w) == 7
+    pair = text_inputs.in_memory_texts(([f"a{i}" for i in range(4)], [f"b{i}" for i in range(4)]))
+    (train_x, no_y, no_w), (val_x, _, _) = text_inputs._split_for_validation(pair, None, None, 0.5)  # pylint: disable=protected-access
+    assert [_texts(p) for p in val_x] == [["a2", "a3"], ["b2", "b3"]] and no_y is None and no_w is None
+    assert [_texts(p) for p in train_x] == [["a0", "a1"], ["b0", "b1"]]
+    for split in (1e-17, 0.99):
+        with pytest.raises(ValueError, match=rf"^validation_split={split} leaves no training or no validation "
+                                             r"examples out of 10$"):
+            text_inputs._split_for_validation(texts, None, None, split)  # pylint: disable=protected-access
+
+
+class _KerasCalls:
+    """Stands in for the Keras model under `TextInputs`: records what each entry point is given."""
+
+    def __init__(self):
+        self.calls = []
+
+    def _record(self, name, **given):
+        self.calls.append((name, given))
+        return given
+
+    def fit(self, **given):
+        return self._record("fit", **given)
+
+    def evaluate(self, **given):
+        return self._record("evaluate", **given)
+
+    def predict(self, x, **given):
+        return self._record("predict", x=x, **given)
+
+    def train_on_batch(self, x, y=None, sample_weight=None, **given):
+        return self._record("train_on_batch", x=x, y=y, sample_weight=sample_weight, **given)
+
+    def test_on_batch(self, x, y=None, sample_weight=None, **given):
+        return self._record("test_on_batch", x=x, y=y, sample_weight=sample_weight, **given)
+
+    def predict_on_batch(self, x):
+        return self._record("predict_on_batch", x=x)
+
+
+class _TextModel(text_inputs.TextInputs, _KerasCalls):
+    pass
+
+
+def _batches(dataset):
+    return [tf.nest.map_structure(lambda v: v.tolist(), b) for b in dataset.as_numpy_iterator()]
+
+
+def test_the_keras_entry_points_get_preprocessed_batches_of_text():
+    texts, labels = [f"t{'x' * i}" for i in range(10)], np.arange(10)
+    model = _TextModel(preprocessor=_Lengths())
+    given = model.fit(x=texts, y=labels, batch_size=4, validation_split=0.2, shuffle=False, epochs=2)
+    assert (given["y"], given["sample_weight"], given["batch_size"], given["validation_split"], given["shuffle"],
+            given["epochs"]) == (None, None, None, 0.0, False, 2)
+    assert _batches(given["x"]) == [({"a": [1, 2, 3, 4]}, [0, 1, 2, 3]), ({"a": [5, 6, 7, 8]}, [4, 5, 6, 7])]
+    assert _batches(given["validation_data"]) == [({"a": [9, 10]}, [8, 9])]
+
+    given = model.fit(x=texts, y=labels, batch_size=10, shuffle=True, validation_data=(texts[:5], labels[:5]),
+                      validation_batch_size=2)
+    assert given["shuffle"] is False and "validation_batch_size" not in given  # shuffled in the dataset instead
+    (features, order), = _batches(given["x"])
+    assert sorted(order) == list(range(10)) and features["a"] == [o + 1 for o in order]
+    assert [b[1] for b in _batches(given["validation_data"])] == [[0, 1], [2, 3], [4]]
+
+    batched = tf.data.Dataset.from_tensor_slices((texts[:3], labels[:3])).batch(3)
+    given = model.fit(x=batched, shuffle=True, validation_data=batched)
+    assert given["shuffle"] is True and _batches(given["x"]) == _batches(given["validation_data"]) == \
+        [({"a": [1, 2, 3]}, [0, 1, 2])]
+    features = {"input_ids": np.ones([2, 3], np.int32)}
+    given = model.fit(x=features, y=labels[:2], validation_data=(features, labels[:2]), validation_split=0.5)
+    assert given["x"] is features and given["validation_split"] == 0.5 and given["validation_data"][0] is features
+
+    given = model.evaluate(x=texts[:3], y=labels[:3], batch_size=2)
+    assert _batches(given["x"]) == [({"a": [1, 2]}, [0, 1]), ({"a": [3]}, [2])] and given["batch_size"] is None
+    given = model.evaluate(x=texts, _use_cached_eval_dataset=True)  # Keras' own call from fit: the data kept
+    assert given["x"] is texts
+    given = model.predict((texts[:2], texts[2:4]), batch_size=1)
+    assert _batches(given["x"]) == [{"a": [1], "b": [3]}, {"a": [2], "b": [4]}] and given["batch_size"] is None
+    assert tf.nest.map_structure(lambda v: v.numpy().tolist(), model.train_on_batch(texts[:2], labels[:2])["x"]) \
+        == {"a": [1, 2]}
+    assert model.test_on_batch(texts[:1])["x"]["a"].numpy().tolist() == [1]
+    assert model.predict_on_batch(["abc"])["x"]["a"].numpy().tolist() == [3]
+    assert model.predict_on_batch(features)["x"] is features
+
+    plain = _TextModel()
+    given = plain.fit(x=texts, y=labels, validation_split=0.2, shuffle=True)
+    assert given["x"] is texts and given["validation_split"] == 0.2 and given["shuffle"] is True
+    assert plain.predict_on_batch(texts)["x"] is texts and plain.predict(texts)["x"] is texts
