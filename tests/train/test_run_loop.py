@@ -1,0 +1,245 @@
+"""`albert_tf.train.runner.run` in-process with a stand-in task (one Dense unit learning a line), so that each step
+of the run loop is checked in seconds: checks before anything is written, training to the exact step with
+checkpoints, every saved checkpoint evaluated and the best kept, prediction and a versioned export with the best
+weights, a resume that skips the batches already seen and keeps an existing export, evaluation without a metric,
+the precision policy and random states restored, and a corrupt training file named by the task. The real tasks
+and scripts, killed and resumed across replicas: tests/train/test_runner.py and tests/tasks/."""
+
+import dataclasses
+import json
+import os
+import random
+import shutil
+import types
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.errors import DataError, RunError, UsageError
+from albert_tf.settings import setting
+from albert_tf.tasks.common_settings import output_dir_setting
+from albert_tf.train import runner
+from tests.helpers import tiny_config
+
+
+@dataclasses.dataclass(kw_only=True)
+class _LineParams(runner.RuntimeParams):
+    output_dir: str = output_dir_setting("Where the run writes.", runner.RUN_WRITES)
+    albert_config: object = dataclasses.field(default_factory=tiny_config)
+    learning_rate: float = setting(0.05, "The peak learning rate.")
+    init_checkpoint: str = None
+    export_dir: str = None
+    do_train: bool = True
+    do_eval: bool = False
+    do_predict: bool = True
+    num_train_steps: int = 6
+    save_checkpoints_steps: int = 2
+    keep_checkpoint_max: int = 5
+    train_batch_size: int = 4
+    train_file: str = None
+    log_every: int = 0
+
+
+class _Line(keras.Model):
+    """y = w x + b, with the `encoder.remat` switch the runner sets."""
+
+    def __init__(self):
+        super().__init__(name="line")
+        self.dense = keras.layers.Dense(1)  # its kernel drawn from the run's seed
+        self.encoder = types.SimpleNamespace(remat=None)
+
+    def call(self, x, training=False):  # pylint: disable=unused-argument
+        return self.dense(x)
+
+    def kernel(self):
+        return float(self.dense.kernel.numpy()[0, 0])
+
+
+class _LineTask:
+    """A task whose dev scores are given in the order of evaluation; it records what the runner asks of it."""
+
+    name = "line"
+
+    def __init__(self, scores=(), metric="score", fail_check=None):
+        self.scores, self.metric, self.fail_check = list(scores), metric, fail_check
+        self.calls, self.skips, self.evaluated, self.model = [], [], [], None
+
+    def check(self, params, strategy):  # pylint: disable=unused-argument
+        self.calls.append("check")
+        if self.fail_check:
+            raise UsageError(self.fail_check)
+
+    def primary_metric(self, params):  # pylint: disable=unused-argument
+        return self.metric
+
+    def train_schedule(self, params):
+        return runner.Schedule(num_train_steps=params.num_train_steps, num_warmup_steps=0, start_warmup_step=0,
+                               poly_power=1.0, optimizer="adamw", learning_rate=params.learning_rate,
+                               save_checkpoints_steps=params.save_checkpoints_steps,
+                               keep_checkpoint_max=params.keep_checkpoint_max, iterations_per_loop=1,
+                               train_batch_size=params.train_batch_size)
+
+    def build_model(self, params):  # pylint: disable=unused-argument
+        self.model = _Line()
+        self.model(np.zeros([1, 1], np.float32))
+        return self.model
+
+    def compile_args(self, params):  # pylint: disable=unused-argument
+        return {"loss": "mse"}
+
+    def prepare(self, params, strategy, cache_dir):  # pylint: disable=unused-argument
+        self.calls.append("prepare")
+
+    def train_dataset(self, params, input_context, skip_batches):  # pylint: disable=unused-argument
+        self.skips.append(skip_batches)
+        if params.train_file:
+            return tf.data.TFRecordDataset(params.train_file).map(lambda r: (tf.zeros([4, 1]), tf.zeros([4, 1])))
+        x = np.arange(64, dtype=np.float32)[:, None] / 64
+        return tf.data.Dataset.from_tensor_slices((x, 3 * x - 1)).repeat().batch(params.train_batch_size) \
+            .skip(skip_batches)
+
+    def has_dev(self, params):  # pylint: disable=unused-argument
+        return True
+
+    def evaluate(self, model, params, strategy):  # pylint: disable=unused-argument
+        self.evaluated.append(model.kernel())
+        return {"score": self.scores[len(self.evaluated) - 1] if self.scores else 0.0, "kernel": model.kernel()}
+
+    def predict(self, model, params, strategy, output_dir):  # pylint: disable=unused-argument
+        return {"predicted_with": model.kernel()}
+
+    def export(self, model, params, export_dir):  # pylint: disable=unused-argument
+        self.calls.append(("export", export_dir))
+        os.makedirs(export_dir)
+        return export_dir
+
+    def data_error(self, params, error, evaluating=False):  # pylint: disable=unused-argument
+        return DataError(f"--train_file {params.train_file}: corrupt ({type(error).__name__})")
+
+
+def _kernel_at(prefix):
+    return float(tf.train.load_checkpoint(prefix).get_tensor(
+        "model/dense/_kernel/.ATTRIBUTES/VARIABLE_VALUE")[0, 0])
+
+
+def _steps(output_dir):
+    return sorted(int(name[5:-6]) for name in os.listdir(output_dir) if name.endswith(".index"))
+
+
+def test_a_run_trains_to_the_step_keeps_the_best_and_predicts_and_exports_with_it(tmp_path):
+    out, export = str(tmp_path / "run"), str(tmp_path / "export")
+    task = _LineTask(scores=(0.1, 0.9, 0.5))
+    outcome = runner.run(task, _LineParams(output_dir=out, export_dir=export, remat=True))
+    assert (outcome["start_step"], outcome["step"], outcome["num_train_steps"]) == (0, 6, 6)
+    assert _steps(out) == [2, 4, 6] and task.skips == [0] and task.model.encoder.remat is True
+    assert task.calls == ["check", "prepare", ("export", os.path.join(export, "4"))]
+    assert sorted(outcome["eval_history"]) == [2, 4, 6] and outcome["best_step"] == 4
+    assert outcome["eval_results"]["score"] == 0.9 and outcome["eval_results"]["global_step"] == 4
+    kernels = [_kernel_at(os.path.join(out, f"ckpt-{step}")) for step in (2, 4, 6)]
+    assert task.evaluated == kernels and len(set(kernels)) == 3  # each checkpoint evaluated with its weights
+    assert outcome["final_weights"] == os.path.join(out, "best_checkpoint", "ckpt-4") and outcome["final_step"] == 4
+    assert outcome["predicted_with"] == kernels[1] and outcome["export_dir"] == os.path.join(export, "4")
+    assert _kernel_at(outcome["final_weights"]) == kernels[1]
+    assert outcome["train_examples_per_second"] > 0 and outcome["train_seconds"] > 0
+    with open(os.path.join(out, "settings.json"), encoding="utf-8") as f:
+        assert json.load(f)["settings"]["learning_rate"] == 0.05
+    with open(os.path.join(out, "albert_config.json"), encoding="utf-8") as f:
+        assert json.load(f) == tiny_config().to_dict()
+    with open(os.path.join(out, "best_checkpoint.json"), encoding="utf-8") as f:
+        assert json.load(f)["step"] == 4
+
+    # Resumed to step 10: the 6 batches seen are skipped, the new checkpoints evaluated, the best kept, and
+    # the export of the best step (still 4) is left as it is.
+    task = _LineTask(scores=(0.2, 0.3))
+    outcome = runner.run(task, _LineParams(output_dir=out, export_dir=export, num_train_steps=10))
+    assert (outcome["start_step"], outcome["step"]) == (6, 10) and task.skips == [6]
+    assert sorted(outcome["eval_history"]) == [2, 4, 6, 8, 10] and outcome["best_step"] == 4
+    assert task.evaluated == [_kernel_at(os.path.join(out, f"ckpt-{step}")) for step in (8, 10)]
+    assert outcome["export_dir"] == os.path.join(export, "4") and task.calls == ["check", "prepare"]
+    assert outcome["predicted_with"] == kernels[1]
+
+    # At its last step already: nothing trained, nothing evaluated again.
+    task = _LineTask()
+    outcome = runner.run(task, _LineParams(output_dir=out, num_train_steps=10, export_dir=None))
+    assert outcome["start_step"] == outcome["step"] == 10 and "train_seconds" not in outcome
+    assert task.skips == [] and task.evaluated == [] and outcome["best_step"] == 4
+
+
+def test_a_run_stopped_at_a_checkpoint_resumes_to_the_uninterrupted_runs_weights(tmp_path):
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    ended = runner.run(_LineTask(metric=None), _LineParams(output_dir=str(whole)))
+    shutil.copytree(whole, parts)  # as if killed after saving step 4
+    for name in os.listdir(parts):
+        if name.startswith("ckpt-6."):
+            os.remove(parts / name)
+    (parts / "checkpoint").write_text('model_checkpoint_path: "ckpt-4"\nall_model_checkpoint_paths: "ckpt-4"\n')
+    task = _LineTask(metric=None)
+    resumed = runner.run(task, _LineParams(output_dir=str(parts)))
+    assert (resumed["start_step"], task.skips) == (4, [4])
+    assert resumed["predicted_with"] == ended["predicted_with"] == _kernel_at(str(whole / "ckpt-6")) != 0.0
+    assert resumed["final_weights"] == str(parts / "ckpt-6") and resumed["final_step"] == 6
+
+
+def test_the_seed_decides_the_run_and_the_last_interval_may_be_short(tmp_path):
+    runs = [runner.run(_LineTask(metric=None), _LineParams(output_dir=str(tmp_path / f"run{i}"), random_seed=seed,
+                                                           num_train_steps=5))
+            for i, seed in enumerate((1, 1, 2))]
+    assert runs[0]["predicted_with"] == runs[1]["predicted_with"] != runs[2]["predicted_with"]
+    assert runs[0]["step"] == 5 and _steps(tmp_path / "run0") == [2, 4, 5]
+
+
+def test_without_a_metric_it_evaluates_once_at_the_end_with_the_latest_weights(tmp_path):
+    out = str(tmp_path / "run")
+    task = _LineTask(metric=None)
+    outcome = runner.run(task, _LineParams(output_dir=out, do_eval=True, keep_checkpoint_max=1))
+    assert _steps(out) == [6] and len(task.evaluated) == 1
+    assert outcome["eval_results"] == {"score": 0.0, "kernel": task.evaluated[0], "global_step": 6}
+    assert task.evaluated[0] == _kernel_at(os.path.join(out, "ckpt-6")) == outcome["predicted_with"]
+    with open(outcome["eval_results_file"], encoding="utf-8") as f:
+        assert "global_step = 6" in f.read().splitlines()
+    assert "best_step" not in outcome and not os.path.exists(os.path.join(out, "best_checkpoint"))
+
+
+def test_checks_come_before_anything_is_written(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(UsageError, match="^the task says no$"):
+        runner.run(_LineTask(fail_check="the task says no"), _LineParams(output_dir=str(out)))
+    assert not out.exists()
+    with pytest.raises(UsageError, match="^--save_checkpoints_steps must be at least 1, got 0$"):
+        runner.run(_LineTask(), _LineParams(output_dir=str(out), save_checkpoints_steps=0))
+    with pytest.raises(UsageError, match="^--train_batch_size must be at least 1, got 0$"):
+        runner.run(_LineTask(), _LineParams(output_dir=str(out), train_batch_size=0))
+    with pytest.raises(UsageError, match="^--keep_checkpoint_max must be at least 0, got -1$"):
+        runner.run(_LineTask(), _LineParams(output_dir=str(out), keep_checkpoint_max=-1))
+    assert not out.exists()
+    with pytest.raises(RunError, match=rf"^nothing to evaluate: no checkpoint in {out} and no --init_checkpoint$"):
+        runner.run(_LineTask(), _LineParams(output_dir=str(out), do_train=False))
+    with pytest.raises(RunError, match=rf"^nothing to predict or export with: no checkpoint in {out} and no "
+                                       r"--init_checkpoint$"):
+        runner.run(_LineTask(metric=None), _LineParams(output_dir=str(out), do_train=False))
+    # Not training: the batch size is not checked, and there is nothing else to do.
+    outcome = runner.run(_LineTask(metric=None), _LineParams(output_dir=str(out), do_train=False, do_predict=False,
+                                                             train_batch_size=0))
+    assert outcome["step"] == 0 and "final_weights" not in outcome and _steps(out) == []
+
+
+def test_a_corrupt_training_file_is_the_tasks_error(tmp_path):
+    bad = tmp_path / "train.tf_record"
+    bad.write_bytes(b"\x05" * 64)
+    with pytest.raises(DataError, match=rf"^--train_file {bad}: corrupt \(DataLossError\)$"):
+        runner.run(_LineTask(metric=None), _LineParams(output_dir=str(tmp_path / "run"), train_file=str(bad)))
+
+
+def test_the_precision_policy_and_random_states_are_the_callers_again_after_a_run(tmp_path):
+    random.seed(7)
+    np.random.seed(7)
+    expected = (random.random(), float(np.random.random()))
+    random.seed(7)
+    np.random.seed(7)
+    before = keras.mixed_precision.global_policy().name
+    outcome = runner.run(_LineTask(metric=None), _LineParams(output_dir=str(tmp_path / "run"),
+                                                               mixed_precision="bf16", num_train_steps=2))
+    assert outcome["dtype_policy"] == "mixed_bfloat16" and keras.mixed_precision.global_policy().name == before
+    assert (random.random(), float(np.random.random())) == expected
