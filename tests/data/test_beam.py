@@ -623,6 +623,10 @@ def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():
     # Bucket b is written to output file b % files: as many buckets for each file.
     assert [beam_pipeline.shuffle_bucket_count(size, CONFIG, files) for size, files in
             ((1000, 1), (1000, 4), (10**9, 1), (10**9, 7))] == [1, 4, 164, 168]
+    # A bucket is 50,000 records of the estimate (4 text bytes a token): exactly 50,000 records are one bucket,
+    # 50,001 two.
+    per_record = 4 * CONFIG.max_num_tokens / CONFIG.dupe_factor
+    assert [beam_pipeline.shuffle_bucket_count(records * per_record, CONFIG) for records in (50_000, 50_001)] == [1, 2]
 
 
 def test_a_workers_setup_makes_the_tokenizer_from_the_bytes_it_was_given(tmp_path, monkeypatch):
