@@ -15,6 +15,7 @@ from safetensors.numpy import load_file
 from albert_tf.checkpoints import (
     CheckpointError,
     detect_format,
+    huggingface,
     load_checkpoint,
     model_arrays,
     name_table,
@@ -376,6 +377,19 @@ def test_huggingface_reference_save_reload(tmp_path):
     out = _outputs(fresh, inputs)
     for key in ("sequence_output", "pooled_output", "mlm_logits", "sop_logits"):
         np.testing.assert_allclose(out[key], reference[key], atol=1e-5, err_msg=key)
+
+
+def test_huggingface_tensors_are_taken_for_the_names_they_map_to_only():
+    """`to_tf1_arrays`: a TF1 name Hugging Face has no tensor for, or whose tensor the file lacks, is left out;
+    kernels come transposed, the rest as they are; `used` names the tensors taken."""
+    kernel, bias = np.arange(6.0).reshape(2, 3), np.arange(3.0)
+    tensors = {"albert.pooler.weight": kernel, "albert.pooler.bias": bias, "predictions.bias": bias}
+    arrays, used = huggingface.to_tf1_arrays(tensors, ["bert/pooler/dense/kernel", "bert/pooler/dense/bias",
+                                                       "cls/squad/output_bias", "bert/not/a/variable"])
+    assert sorted(arrays) == ["bert/pooler/dense/bias", "bert/pooler/dense/kernel"]
+    np.testing.assert_array_equal(arrays["bert/pooler/dense/kernel"], kernel.T)
+    np.testing.assert_array_equal(arrays["bert/pooler/dense/bias"], bias)
+    assert used == {"albert.pooler.weight", "albert.pooler.bias"}
 
 
 def test_huggingface_encoder_only_file_loads(tmp_path):
