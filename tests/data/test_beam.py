@@ -212,8 +212,17 @@ def test_batches_of_a_few_records_give_the_files_of_one_batch(tmp_path, referenc
     stopped; in its bucket, in key order)."""
     monkeypatch.setattr(frames, "BATCH_BYTES", 2500)  # about 5 records a batch
     monkeypatch.setattr(launcher, "SHUFFLE_BUCKET_RECORDS", 100)
+    segment_dirs = []
+
+    def records_fn(*args, **kwargs):
+        segment_dirs.append(kwargs.get("segments_dir", args[5] if len(args) > 5 else None))
+        return build_records.ShardRecordsFn(*args, **kwargs)
+
+    monkeypatch.setattr(launcher, "ShardRecordsFn", records_fn)
     buckets = beam_pipeline.shuffle_bucket_count(sum(map(os.path.getsize, CORPUS)), CONFIG, 3) if shuffle else 0
     _beam(tmp_path / "p", DIRECT + ["--direct_running_mode=in_memory"], shuffle=shuffle, num_shards=3)
+    # Local outputs: by default the records leave BuildRecords through segment files in the run's temporary folder.
+    assert len(segment_dirs) == 1 and os.path.dirname(segment_dirs[0]) == str(tmp_path)
     paths = [tmp_path / f"p-0000{i}-of-00003" for i in range(3)]
     if shuffle:
         assert [path.read_bytes() for path in paths] == _expected_files(3, buckets)
