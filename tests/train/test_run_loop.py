@@ -39,6 +39,7 @@ class _LineParams(runner.RuntimeParams):
     keep_checkpoint_max: int = 5
     train_batch_size: int = 4
     train_file: str = None
+    vocab_file: str = None
     log_every: int = 0
 
 
@@ -243,3 +244,31 @@ def test_the_precision_policy_and_random_states_are_the_callers_again_after_a_ru
                                                                mixed_precision="bf16", num_train_steps=2))
     assert outcome["dtype_policy"] == "mixed_bfloat16" and keras.mixed_precision.global_policy().name == before
     assert (random.random(), float(np.random.random())) == expected
+
+
+def test_the_files_a_run_reads_are_listed_and_never_written_over(tmp_path):
+    for name in ("a.txt", "b1.txt", "b2.txt", "vocab.txt"):
+        (tmp_path / name).write_text("x")
+    params = types.SimpleNamespace(input_file=f" {tmp_path / 'a.txt'}, {tmp_path / 'b*.txt'},", vocab_file="",
+                                   spm_model_file=str(tmp_path / "missing.model"), init_checkpoint=None,
+                                   train_file=7, albert_config_file=str(tmp_path / "vocab.txt"))
+    assert runner.run_inputs(params) == [("--input_file", str(tmp_path / "a.txt")),
+                                         ("--input_file", str(tmp_path / "b1.txt")),
+                                         ("--input_file", str(tmp_path / "b2.txt")),
+                                         ("--spm_model_file", str(tmp_path / "missing.model")),
+                                         ("--albert_config_file", str(tmp_path / "vocab.txt"))]
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "eval_results.txt").write_text("read by the run")
+    with pytest.raises(UsageError, match="--vocab_file"):
+        runner.run(_LineTask(metric=None), _LineParams(output_dir=str(out), do_eval=True,
+                                                       vocab_file=str(out / "eval_results.txt")))
+    assert (out / "eval_results.txt").read_text() == "read by the run"
+
+
+def test_precision_names_and_export_versions():
+    assert [runner.precision_policy(name) for name in (None, "", "fp32", "bf16", "fp16")] == \
+        ["float32", "float32", "float32", "mixed_bfloat16", "mixed_float16"]
+    with pytest.raises(UsageError, match=r"^--mixed_precision must be bf16 or fp16, got 'fp8'$"):
+        runner.precision_policy("fp8")
+    assert runner.versioned_export_dir("/exports", 12.0) == os.path.join("/exports", "12")
