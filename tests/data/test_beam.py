@@ -636,6 +636,7 @@ def test_records_cross_stages_as_framed_pieces_dealt_and_sorted():
     # 50,001 two.
     per_record = 4 * CONFIG.max_num_tokens / CONFIG.dupe_factor
     assert [beam_pipeline.shuffle_bucket_count(records * per_record, CONFIG) for records in (50_000, 50_001)] == [1, 2]
+    assert beam_pipeline.shuffle_bucket_count(0, CONFIG, 3) == 3  # no text: still a bucket for each file
 
 
 def test_a_workers_setup_makes_the_tokenizer_from_the_bytes_it_was_given(tmp_path, monkeypatch):
