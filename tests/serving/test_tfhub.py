@@ -268,3 +268,38 @@ def test_export_types_and_refusals(mg_fixtures, tmp_path):
         "cls/predictions/output_bias", "cls/predictions/transform/LayerNorm/beta",
         "cls/predictions/transform/LayerNorm/gamma", "cls/predictions/transform/dense/bias",
         "cls/predictions/transform/dense/kernel"]
+
+
+def test_the_preprocessing_tokenizer_and_packing_without_an_export():
+    """Model Garden's preprocessing, in-process: SentencePiece on the NFD text without its combining marks,
+    case-folded; the special tokens' ids; and `pack_segments`: [CLS] a [SEP] (b [SEP]), the segments trimmed in
+    turn to fit, padded, word segments merged."""
+    import sentencepiece  # pylint: disable=import-outside-toplevel
+    import unicodedata  # pylint: disable=import-outside-toplevel
+
+    sp = sentencepiece.SentencePieceProcessor(model_file=SPM)
+    texts = ["Crème BRÛLÉE for Señor Ødegaard", "the end"]
+    for lower in (True, False):
+        tokenizer = tfhub._Tokenizer(spm_model_file=SPM, do_lower_case=lower)  # pylint: disable=protected-access
+        marks_dropped = ["".join(c for c in unicodedata.normalize("NFD", t) if unicodedata.category(c) != "Mn")
+                         for t in texts]
+        expected = [sp.encode(t.casefold() if lower else t) for t in marks_dropped]
+        assert tokenizer(tf.constant(texts)).to_list() == expected
+    assert tokenizer.specials == {"vocab_size": sp.get_piece_size(), "start_of_sequence_id": sp.piece_to_id("[CLS]"),
+                                  "end_of_segment_id": sp.piece_to_id("[SEP]"), "padding_id": sp.piece_to_id("<pad>"),
+                                  "mask_id": sp.piece_to_id("[MASK]")}
+
+    specials = {"start_of_sequence_id": 2, "end_of_segment_id": 3, "padding_id": 0}
+    a = tf.ragged.constant([[10, 11, 12, 13, 14], [20]], tf.int32)
+    b = tf.ragged.constant([[30, 31, 32], [40, 41]], tf.int32)
+    one = tfhub.pack_segments(a, 6, specials)
+    assert one["input_word_ids"].numpy().tolist() == [[2, 10, 11, 12, 13, 3], [2, 20, 3, 0, 0, 0]]
+    assert one["input_mask"].numpy().tolist() == [[1] * 6, [1, 1, 1, 0, 0, 0]]
+    assert one["input_type_ids"].numpy().tolist() == [[0] * 6, [0] * 6]
+    two = tfhub.pack_segments([a, b], 8, specials)
+    assert two["input_word_ids"].numpy().tolist() == [[2, 10, 11, 12, 3, 30, 31, 3], [2, 20, 3, 40, 41, 3, 0, 0]]
+    assert two["input_type_ids"].numpy().tolist() == [[0] * 5 + [1] * 3, [0, 0, 0, 1, 1, 1, 0, 0]]
+    assert two["input_mask"].numpy().tolist() == [[1] * 8, [1] * 6 + [0, 0]]
+    words = tf.ragged.constant([[[10, 11], [12]], [[20]]], tf.int32)
+    assert tfhub.pack_segments([words], 5, specials)["input_word_ids"].numpy().tolist() == \
+        [[2, 10, 11, 12, 3], [2, 20, 3, 0, 0]]
