@@ -5,6 +5,7 @@ is refused naming the op, through the library, `exports.export` and `export_mode
 import json
 import os
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -83,3 +84,86 @@ def test_export_model_script_flag(cumprod_saved_model, tmp_path):
                                                     **common))
     assert done.returncode == 0, log_tail(done)
     assert "uses SELECT_TF_OPS" in done.stdout and (tmp_path / "flex" / "model.tflite").exists()
+
+
+def test_sample_inputs_have_a_full_row_varied_lengths_and_both_segments():
+    for shape, vocab in (((6, 12), 50), ((3, 4, 12), None)):
+        features = tflite.sample_id_inputs(shape, vocab_size=vocab, seed=1)
+        ids, mask, segments = (features[k] for k in ("input_ids", "input_mask", "segment_ids"))
+        assert ids.shape == mask.shape == segments.shape == shape and ids.dtype == np.int32
+        lengths = mask.sum(-1)
+        assert lengths.flat[0] == 12 and lengths.min() >= 4 and len(set(lengths.flat)) > 1
+        assert (mask == (np.arange(12) < lengths[..., None])).all()  # real tokens first, then padding
+        assert (ids[..., 0] == 2).all() and (ids[mask == 0] == 0).all()
+        real = ids[(mask == 1) & (np.arange(12) > 0)]
+        assert real.min() >= 5 and real.max() < (vocab or 1000)
+        assert (segments == ((np.arange(12) >= lengths[..., None] // 2) & (mask == 1))).all()
+        again = tflite.sample_id_inputs(shape, vocab_size=vocab, seed=1)
+        assert all((again[k] == features[k]).all() for k in features)
+    lengths = tflite.sample_id_inputs((300, 12), seed=3)["input_mask"].sum(-1)
+    assert lengths.min() == 4 and lengths.max() == 12  # a third of the sequence up to all of it
+    assert (tflite.sample_id_inputs((6, 12), seed=2)["input_ids"] != tflite.sample_id_inputs((6, 12), seed=1)[
+        "input_ids"]).any()
+
+
+def test_compare_outputs_batch_by_batch():
+    logits = np.array([[0.0, 1.0], [2.0, 0.0], [0.0, 3.0], [1.0, 0.0], [0.5, 0.4]], np.float32)
+    shifted = logits + np.array([[0, 0], [0, 0], [0, 0], [0, 2], [0, 0.25]], np.float32)  # rows 3, 4 flip
+    seen = []
+
+    def reference(**inputs):
+        assert all(isinstance(v, tf.Tensor) and v.dtype == tf.int32 for v in inputs.values())
+        rows = inputs["input_ids"].numpy()[:, 0]
+        seen.append(len(rows))
+        return {"logits": logits[rows], "score": logits[rows, 0]}
+
+    def candidate(**inputs):
+        return {"logits": shifted[inputs["input_ids"][:, 0]], "score": shifted[inputs["input_ids"][:, 0], 0]}
+
+    features = {name: np.arange(5)[:, None].repeat(3, 1) for name in ("input_ids", "input_mask", "segment_ids")}
+    result = tflite.compare_outputs(reference, candidate, features, labels=[1, 0, 1, 1, 1], batch_size=2)
+    assert seen == [2, 2, 1]
+    assert result == {"examples": 5, "output": "logits", "max_abs_diff": 2.0, "argmax_agreement": 0.6,
+                      "reference_accuracy": 0.6, "candidate_accuracy": 1.0, "accuracy_change": 0.4}
+    assert tflite.compare_outputs(reference, candidate, features, output="score") == \
+        {"examples": 5, "output": "score", "max_abs_diff": 0.0}
+
+
+def test_an_export_summary_says_what_was_written():
+    info = tflite.TFLiteExport(path="m.tflite", size_bytes=2_345_678, quantize="dynamic_int8", seq_length=8,
+                               input_shape=(-1, 8), outputs=("logits", "probabilities"),
+                               max_abs_diff={"probabilities": 0.00123, "logits": 0.5}, select_tf_ops=True,
+                               unverified="no delegate")
+    assert info.summary().splitlines() == [
+        "TFLite dynamic_int8 (dynamic-range int8 weights): m.tflite", "  size: 2.35 MB",
+        "  inputs: input_ids, input_mask, segment_ids int32 [-1, 8] (-1 = any batch size)",
+        "  outputs: logits, probabilities", "  uses SELECT_TF_OPS (needs the TensorFlow-ops delegate)",
+        "  max abs diff vs the source model: logits 0.5, probabilities 0.00123", "  not verified: no delegate"]
+    plain = tflite.TFLiteExport(path="m.tflite", size_bytes=10**6, quantize=None, seq_length=8, input_shape=(-1, 8),
+                                outputs=("logits",))
+    assert plain.summary().splitlines()[0] == "TFLite float32: m.tflite" and len(plain.summary().splitlines()) == 4
+
+
+def test_a_tflite_model_runs_any_batch_and_names_a_wrong_input():
+    class _Sum(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, SEQ], tf.int32, name=n)
+                                      for n in ("input_ids", "input_mask", "segment_ids")])
+        def serve(self, input_ids, input_mask, segment_ids):
+            return {"logits": tf.cast(input_ids * input_mask + segment_ids, tf.float32)[:, :2]}
+
+    module = _Sum()
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([module.serve.get_concrete_function()], module)
+    model = tflite.TFLiteModel(converter.convert())
+    assert model.input_shapes == {name: (-1, SEQ) for name in ("input_ids", "input_mask", "segment_ids")}
+    assert model.output_names == ("logits",)
+    ids = np.arange(3 * SEQ, dtype=np.int64).reshape(3, SEQ)  # int64 taken as the signature's int32
+    out = model(input_ids=ids, input_mask=np.ones_like(ids), segment_ids=np.ones_like(ids))
+    np.testing.assert_array_equal(out["logits"], ids[:, :2] + 1)
+    assert model(input_ids=ids[:1], input_mask=ids[:1], segment_ids=ids[:1])["logits"].shape == (1, 2)
+    with pytest.raises(ValueError, match=r"^TFLite model inputs are input_ids, input_mask, segment_ids; missing: "
+                                         r"segment_ids, unknown: token_type_ids$"):
+        model(input_ids=ids, input_mask=ids, token_type_ids=ids)
+    with pytest.raises(ValueError, match=r"^input 'input_mask' has shape \[3, 4\]; the TFLite model takes \[-1, 8\]"):
+        model(input_ids=ids, input_mask=ids[:, :4], segment_ids=ids)
+    with pytest.raises(ValueError, match=r"input 'input_ids' has shape \[24\]"):
+        model(input_ids=ids.reshape(-1), input_mask=ids, segment_ids=ids)
