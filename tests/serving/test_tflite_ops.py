@@ -101,7 +101,7 @@ def test_sample_inputs_have_a_full_row_varied_lengths_and_both_segments():
         again = tflite.sample_id_inputs(shape, vocab_size=vocab, seed=1)
         assert all((again[k] == features[k]).all() for k in features)
     lengths = tflite.sample_id_inputs((300, 12), seed=3)["input_mask"].sum(-1)
-    assert lengths.min() == 4 and lengths.max() == 12  # a third of the sequence up to all of it
+    assert lengths.min() == 4 and (lengths[1:] == 12).any()  # a third of the sequence up to all of it
     assert (tflite.sample_id_inputs((6, 12), seed=2)["input_ids"] != tflite.sample_id_inputs((6, 12), seed=1)[
         "input_ids"]).any()
 
