@@ -17,6 +17,7 @@ from albert_tf.tasks.pretraining import PretrainingParams
 from albert_tf.tasks.race import RaceParams
 from albert_tf.tasks.squad import SquadParams
 from albert_tf.train import run_settings
+from albert_tf.train.runner import RuntimeParams
 from tests.helpers import tiny_config
 
 
@@ -75,6 +76,16 @@ def test_logging_evaluation_and_placement_may_change(tmp_path):
     run_settings.check_resume(str(tmp_path), _params(tmp_path, log_every=1, do_eval=True, eval_batch_size=64,
                                                      keep_checkpoint_max=1, export_dir="elsewhere",
                                                      jit_compile=True, strategy="one_device"))
+
+
+def test_of_the_runtime_settings_only_precision_changes_what_is_trained():
+    """`RuntimeParams` (every script's placement, TPU, logging and resume flags): none but `--mixed_precision`
+    changes the trained weights' values, so a resume may move the run to other hardware or log differently."""
+    assert run_settings.training_settings(RuntimeParams) == {"mixed_precision"}
+    trained = run_settings.training_settings(ClassifierParams)
+    assert "mixed_precision" in trained and not {"strategy", "use_tpu", "tpu_name", "tpu_zone", "gcp_project",
+                                                  "master", "num_tpu_cores", "jit_compile", "remat", "log_every",
+                                                  "allow_settings_change"} & trained
 
 
 def test_no_record_means_no_check_and_a_broken_one_is_named(tmp_path):
