@@ -108,6 +108,7 @@ def test_the_defaults_inference_mode_and_the_length_check(tmp_path):
         export_race_model(model, export_dir)
 
 
+@pytest.mark.slow
 def test_a_wordpiece_vocabulary_keeping_case_serves_the_python_features(tmp_path):
     """The text signature with a WordPiece vocabulary and `do_lower_case=False`: the same features as
     `convert_example` with that tokenizer (no SentencePiece preprocessing, letters' case kept: "The" and "ABC"

@@ -199,6 +199,7 @@ def _decoded(tokenizer, text):
     return _folded(tokenizer.sp_model.decode(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version_2", [False, True])
 def test_text_export_answers_as_the_python_postprocessing_does(tmp_path, version_2):
     """Untrained (random weights, so every window scores differently): the text export's windows, heads,
