@@ -14,6 +14,7 @@ import sys
 import random
 import re
 import tempfile
+import types
 
 import pytest
 
@@ -696,3 +697,25 @@ def test_a_shards_records_leave_in_batches_cut_once_they_reach_the_batch_bytes(m
         else:
             expected = [(0, frame_records(b)) for b in batches]
         assert pieces == expected, limit
+
+
+def test_run_statistics_are_the_committed_counters_else_the_attempted():
+    """The run's `Stats` from Beam's counters: a counter's committed value (what finished bundles counted; retried
+    bundles count again in `attempted`), or the attempted one where the runner commits none; n-gram counters by
+    size; counters of no statistic ignored."""
+    def counter(name, committed, attempted):
+        return types.SimpleNamespace(key=types.SimpleNamespace(metric=types.SimpleNamespace(name=name)),
+                                     committed=committed, attempted=attempted)
+
+    counters = [counter("documents", 5, 7), counter("instances", None, 9), counter("documents", 1, 1),
+                counter("ngram_drawn_2", 4, 6), counter("ngram_accepted_1", None, 3), counter("unknown", 8, 8)]
+    asked = []
+
+    class _Metrics:
+        def query(self, metrics_filter):
+            asked.append(metrics_filter)
+            return {"counters": counters}
+
+    stats = launcher._stats(types.SimpleNamespace(metrics=_Metrics), 2)  # pylint: disable=protected-access
+    assert (stats.documents, stats.instances, stats.ngram_drawn, stats.ngram_accepted) == (6, 9, [0, 4], [3, 0])
+    assert asked[0].namespaces == {build_records.METRICS_NAMESPACE}
