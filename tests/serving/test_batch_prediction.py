@@ -284,3 +284,92 @@ def test_a_refusal_is_the_checks_own_line():
     assert batch_prediction.refusal(Error("input_ids outside the vocabulary [0, 30000) held")) == \
         "input_ids outside the vocabulary [0, 30000)"
     assert batch_prediction.refusal(Error("Graph execution error:\n\nsomething else\nmore")) == "something else"
+
+
+class _Lengths(tf.Module):
+    """A string-input export without a model: one text's length in characters (refused past 8, as an export's
+    own check refuses a sequence longer than it takes) and its upper case; a pair's lengths as `b * 10 + a`."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentence")])
+    def single(self, sentence):
+        length = tf.strings.length(sentence, unit="UTF8_CHAR")
+        check = tf.debugging.assert_less_equal(length, 8, message="sequence length exceeds "
+                                                                   "max_position_embeddings (8)")
+        with tf.control_dependencies([check]):
+            return {"length": tf.identity(length), "upper": tf.strings.upper(sentence, encoding="utf-8")}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentence")])
+    def other(self, sentence):
+        return {"lower": tf.strings.lower(sentence)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="context"),
+                                  tf.TensorSpec([None], tf.string, name="question")])
+    def pair(self, context, question):
+        return {"code": tf.strings.length(context) * 10 + tf.strings.length(question)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="input_ids")])
+    def ids(self, input_ids):
+        return {"sum": tf.reduce_sum(input_ids, axis=-1)}
+
+
+@pytest.fixture(name="lengths_export", scope="module")
+def _lengths_export(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("lengths") / "export")
+    module = _Lengths()
+    tf.saved_model.save(module, path, signatures={"text": module.single, "a_lower": module.other,
+                                                  "text_pair": module.pair, "serving_default": module.ids})
+    return path
+
+
+def test_a_text_file_runs_through_a_string_export_in_batches(lengths_export, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("a\nbb\n\nccc\ndddd\néé\n", encoding="utf-8")
+    calls = []
+    out = tmp_path / "out.jsonl"
+    result = batch_prediction.predict_file(lengths_export, str(source), str(out), batch_size=2,
+                                           progress=lambda done, total: calls.append((done, total)))
+    assert (result["examples"], result["signature"], result["output_file"]) == (5, "text", str(out))
+    assert calls == [(2, 5), (4, 5), (5, 5)]
+    assert read_jsonl(out) == [{"index": i, "text": t, "length": len(t), "upper": t.upper()}
+                               for i, t in enumerate(["a", "bb", "ccc", "dddd", "éé"])]
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("x\tyy\nxxx\t\n", encoding="utf-8")
+    batch_prediction.predict_file(lengths_export, str(pairs), str(out), batch_size=5)
+    assert read_jsonl(out) == [{"index": 0, "question": "x", "context": "yy", "code": 21},
+                               {"index": 1, "question": "xxx", "context": "", "code": 3}]
+
+    # The export's own check refuses line 4 (the third example): named by file and line, nothing written.
+    source.write_text("a\nbb\n\ntoo long a text\nd\n", encoding="utf-8")
+    out.write_text("kept")
+    with pytest.raises(batch_prediction.PredictError, match=rf"^{source}:4: sequence length exceeds "
+                                                            r"max_position_embeddings \(8\)$"):
+        batch_prediction.predict_file(lengths_export, str(source), str(out), batch_size=2)
+    assert out.read_text() == "kept"
+    with pytest.raises(batch_prediction.PredictError, match="^batch_size must be at least 1, got 0$"):
+        batch_prediction.predict_file(lengths_export, str(source), str(out), batch_size=0)
+
+
+def test_a_predictor_picks_the_string_signature_and_the_outputs_asked(lengths_export, tmp_path):
+    predictor = batch_prediction.Predictor(lengths_export, outputs=["length"])
+    assert predictor.signature_for(1)[0] == "text"  # the preferred name among the one-text signatures
+    name, _, names = predictor.signature_for(2)
+    assert name == "text_pair" and names == ["question", "context"]  # the pair's order, whatever the signature's
+    got = predictor.predict(["ab", "c"])
+    assert list(got) == ["length"] and got["length"].tolist() == [2, 1]
+    with pytest.raises(batch_prediction.PredictError, match=r"^unknown output\(s\) nope; the model gives length, "
+                                                            r"upper$"):
+        batch_prediction.Predictor(lengths_export, outputs=["nope"]).predict(["a"])
+    with pytest.raises(batch_prediction.InputRefused, match=r"^sequence length exceeds max_position_embeddings"):
+        predictor.predict(["a" * 9])
+    with pytest.raises(batch_prediction.PredictError, match=rf"^no SavedModel in {tmp_path}$"):
+        batch_prediction.Predictor(str(tmp_path))
+    with pytest.raises(batch_prediction.PredictError, match=r"'s serving_default takes input_ids, not the ids "):
+        batch_prediction.Predictor(lengths_export, encoder_dir=lengths_export)
+    ids_only = tmp_path / "ids"
+    module = _Lengths()
+    tf.saved_model.save(module, str(ids_only), signatures={"serving_default": module.ids})
+    with pytest.raises(batch_prediction.PredictError, match=r"^the export has no signature taking text pairs as 2 "
+                                                            r"string tensor\(s\); it has: serving_default\(input_ids: "
+                                                            r"int32\)$"):
+        batch_prediction.Predictor(str(ids_only)).signature_for(2)
