@@ -36,7 +36,7 @@ from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, STREAM_I
 from albert_tf.data.tfrecord_writer import frame_records
 from albert_tf.errors import UsageError
 from albert_tf.text import tokenization
-from tests.helpers import DATA_DIR, SPM, assert_one_line_error, log_tail, run_script
+from tests.helpers import DATA_DIR, SPM, assert_one_line_error, log_tail, run_script, subprocess_env
 
 CORPUS = [os.path.join(DATA_DIR, "corpus", name)
           for name in ("gutenberg-austen-emma.txt", "gutenberg-chesterton-brown.txt")]
@@ -341,6 +341,31 @@ def test_stderr_of_a_failed_run_goes_to_its_log(capfd):
     with launcher.stderr_to_log() as log:
         os.write(2, b"noise")
     assert not os.path.exists(log) and "noise" not in capfd.readouterr().err
+
+
+@pytest.mark.slow
+def test_text_buffered_around_the_block_goes_where_it_was_written():
+    """A buffered `sys.stderr` is flushed at both ends of the redirection: what was written before the block
+    reaches the terminal, what was written inside reaches the log, even without a line end."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+
+    code = ("import io, sys\n"
+            "from albert_tf.data.pretraining.beam import launcher\n"
+            "sys.stderr = io.TextIOWrapper(open(2, 'wb', closefd=False))  # block-buffered, as a wrapper may be\n"
+            "sys.stderr.write('before|')\n"
+            "try:\n"
+            "    with launcher.stderr_to_log() as log:\n"
+            "        sys.stderr.write('inside|')\n"
+            "        raise RuntimeError\n"
+            "except RuntimeError:\n"
+            "    pass\n"
+            "sys.stderr.write('after')\n"
+            "sys.stderr.flush()\n"
+            "print(open(log).read())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(),
+                          check=True, timeout=120)
+    assert done.stdout.strip() == "inside|"
+    assert done.stderr.endswith("before|after") and "inside" not in done.stderr  # (Beam may warn at import)
 
 
 def test_a_runner_takes_one_output_prefix(tmp_path):

@@ -272,3 +272,5 @@ def test_precision_names_and_export_versions():
     with pytest.raises(UsageError, match=r"^--mixed_precision must be bf16 or fp16, got 'fp8'$"):
         runner.precision_policy("fp8")
     assert runner.versioned_export_dir("/exports", 12.0) == os.path.join("/exports", "12")
+    with pytest.raises(TypeError):  # keyword-only: a task's params add fields of their own after these
+        runner.RuntimeParams("mirrored")
