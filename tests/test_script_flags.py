@@ -7,12 +7,14 @@ Flags are read as absl holds them after importing the script in a separate proce
 are checked like the ones a script defines by hand.
 """
 
+import importlib
 import math
 import os
 
 import pytest
 
 from albert_tf.cli import demo_preset
+from albert_tf.settings import flag_specs
 from tests.helpers import script_flag_definitions
 from tests.original_flags import ENUM_CHOICES, FLAGS_DROPPED_BEFORE_FINAL_MASTER, ORIGINAL_FLAGS
 
@@ -52,6 +54,29 @@ def _assert_inert_flags_say_so(script, ours):
         assert ours[name].help.startswith(INERT_PREFIX) and len(ours[name].help) > len(INERT_PREFIX) + 10, name
     claiming = {name for name, d in ours.items() if "accepted for compatibility" in str(d.help).lower()}
     assert claiming == INERT_HERE[script], f"{script}: help texts that claim no effect: {sorted(claiming)}"
+
+
+@pytest.mark.parametrize("params, original_scripts", [
+    ("albert_tf.tasks.classification:ClassifierParams", ("run_classifier.py",)),
+    ("albert_tf.tasks.pretraining:PretrainingParams", ("run_pretraining.py",)),
+    ("albert_tf.tasks.race:RaceParams", ("run_race.py",)),
+    ("albert_tf.tasks.squad:SquadParams", ("run_squad_v1.py", "run_squad_v2.py")),
+])
+def test_the_settings_behind_a_scripts_flags_hold_the_originals_defaults(params, original_scripts):
+    """In-process and quick (the slow tests above read the flags absl defines): every original flag that is one of
+    the params' settings, the TPU flags of `RuntimeParams` among them, has the original's default; the inert ones
+    say so."""
+    module, name = params.split(":")
+    specs = {spec.name: spec for spec in flag_specs(getattr(importlib.import_module(module), name)).values()}
+    for original_script in original_scripts:
+        expected = {flag: default for flag, default in ORIGINAL_FLAGS[original_script].items() if flag in specs}
+        assert {"use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores"} <= set(expected)
+        differing = {flag: (specs[flag].default, default) for flag, default in expected.items()
+                     if not _same_default(specs[flag].default, default)}
+        assert not differing, f"{params}: defaults (ours, {original_script}'s) differ: {differing}"
+    assert specs["num_tpu_cores"].help.startswith(INERT_PREFIX)
+    assert all(spec.help and not spec.help.startswith(INERT_PREFIX) for flag, spec in specs.items()
+               if flag in ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master"))
 
 
 def test_create_pretraining_data_flags():
