@@ -32,7 +32,7 @@ TPU_ONLY_IN_ORIGINAL lists flags that are read but only matter when use_tpu=True
 """
 
 # The TPU block every original script defines for itself (same names, same defaults everywhere).
-_TPU_FLAGS = {
+TPU_FLAGS = {
     "use_tpu": False,
     "tpu_name": None,
     "tpu_zone": None,
@@ -69,7 +69,7 @@ _SQUAD_FLAGS = {
     "iterations_per_loop": 1000,
     "n_best_size": 20,
     "max_answer_length": 30,
-    **_TPU_FLAGS,
+    **TPU_FLAGS,
 }
 
 ORIGINAL_FLAGS = {
@@ -115,7 +115,7 @@ ORIGINAL_FLAGS = {
         "max_eval_steps": 100,
         "init_from_group0": False,
         "masked_lm_budget": 0.0,  # the source writes the int 0; DEFINE_float stores 0.0
-        **_TPU_FLAGS,
+        **TPU_FLAGS,
     },
     "run_classifier.py": {
         "data_dir": None,
@@ -142,7 +142,7 @@ ORIGINAL_FLAGS = {
         "keep_checkpoint_max": 5,
         "iterations_per_loop": 1000,
         "optimizer": "adamw",  # a plain DEFINE_string here, not an enum
-        **_TPU_FLAGS,
+        **TPU_FLAGS,
         # Final master only (not at 4ae12a2):
         "export_dir": None,
         "threshold_to_export": float("nan"),
@@ -179,7 +179,7 @@ ORIGINAL_FLAGS = {
         "warmup_step": 1000,
         "save_checkpoints_steps": 100,
         "iterations_per_loop": 1000,
-        **_TPU_FLAGS,
+        **TPU_FLAGS,
     },
 }
 

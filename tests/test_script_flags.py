@@ -15,8 +15,9 @@ import pytest
 
 from albert_tf.cli import demo_preset
 from albert_tf.settings import flag_specs
+from albert_tf.train.runner import TPU_SETTINGS
 from tests.helpers import script_flag_definitions
-from tests.original_flags import ENUM_CHOICES, FLAGS_DROPPED_BEFORE_FINAL_MASTER, ORIGINAL_FLAGS
+from tests.original_flags import ENUM_CHOICES, FLAGS_DROPPED_BEFORE_FINAL_MASTER, ORIGINAL_FLAGS, TPU_FLAGS
 
 # Flags accepted only so that the original's command lines run, per script here (the README lists them).
 INERT_HERE = {
@@ -70,13 +71,14 @@ def test_the_settings_behind_a_scripts_flags_hold_the_originals_defaults(params,
     specs = {spec.name: spec for spec in flag_specs(getattr(importlib.import_module(module), name)).values()}
     for original_script in original_scripts:
         expected = {flag: default for flag, default in ORIGINAL_FLAGS[original_script].items() if flag in specs}
-        assert {"use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores"} <= set(expected)
+        assert set(TPU_FLAGS) <= set(expected)
         differing = {flag: (specs[flag].default, default) for flag, default in expected.items()
                      if not _same_default(specs[flag].default, default)}
         assert not differing, f"{params}: defaults (ours, {original_script}'s) differ: {differing}"
+    assert TPU_SETTINGS == tuple(TPU_FLAGS)  # what `cli.define_tpu_flags` defines: the original's TPU block
     assert specs["num_tpu_cores"].help.startswith(INERT_PREFIX)
-    assert all(spec.help and not spec.help.startswith(INERT_PREFIX) for flag, spec in specs.items()
-               if flag in ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master"))
+    assert all(specs[flag].help and not specs[flag].help.startswith(INERT_PREFIX) for flag in TPU_FLAGS
+               if flag != "num_tpu_cores")
 
 
 def test_create_pretraining_data_flags():
