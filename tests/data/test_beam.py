@@ -4,6 +4,7 @@ worker processes), Beam's output names read back by the records reader, the glob
 no output left by a failed run."""
 
 import collections
+import contextlib
 import dataclasses
 import fnmatch
 import functools
@@ -36,7 +37,7 @@ from albert_tf.data.pretraining.instances import STREAM_GLOBAL_SHUFFLE, STREAM_I
 from albert_tf.data.tfrecord_writer import frame_records
 from albert_tf.errors import UsageError
 from albert_tf.text import tokenization
-from tests.helpers import DATA_DIR, SPM, assert_one_line_error, log_tail, run_script, subprocess_env
+from tests.helpers import DATA_DIR, REPO, SPM, assert_one_line_error, log_tail, run_script, subprocess_env
 
 CORPUS = [os.path.join(DATA_DIR, "corpus", name)
           for name in ("gutenberg-austen-emma.txt", "gutenberg-chesterton-brown.txt")]
@@ -366,6 +367,36 @@ def test_text_buffered_around_the_block_goes_where_it_was_written():
                           check=True, timeout=120)
     assert done.stdout.strip() == "inside|"
     assert done.stderr.endswith("before|after") and "inside" not in done.stderr  # (Beam may warn at import)
+
+
+def test_the_log_redirection_leaves_no_file_descriptor_open():
+    before = sorted(os.listdir("/proc/self/fd"))
+    for fail in (False, True):
+        with contextlib.suppress(RuntimeError), launcher.stderr_to_log() as log:
+            if fail:
+                os.write(2, b"a worker's traceback")
+                raise RuntimeError("failed")
+    os.remove(log)  # kept: the failure wrote to it
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+def test_local_workers_import_this_checkout(monkeypatch):
+    """Beam's local worker processes get the checkout's root first on PYTHONPATH for the run, then it is as it
+    was; remote runs, and a PYTHONPATH that holds the root already, are left as they are."""
+    root = REPO
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    with launcher._importable_by_workers(True):  # pylint: disable=protected-access
+        assert os.environ["PYTHONPATH"] == root
+    assert "PYTHONPATH" not in os.environ
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    with launcher._importable_by_workers(True):  # pylint: disable=protected-access
+        assert os.environ["PYTHONPATH"] == root + os.pathsep + "/elsewhere"
+    assert os.environ["PYTHONPATH"] == "/elsewhere"
+    for local, path in ((False, "/elsewhere"), (True, os.pathsep.join(["/a", root]))):
+        monkeypatch.setenv("PYTHONPATH", path)
+        with launcher._importable_by_workers(local):  # pylint: disable=protected-access
+            assert os.environ["PYTHONPATH"] == path
+        assert os.environ["PYTHONPATH"] == path
 
 
 def test_a_runner_takes_one_output_prefix(tmp_path):

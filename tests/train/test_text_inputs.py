@@ -358,6 +358,10 @@ def test_a_datasets_text_layout_is_found_in_its_elements():
         text_inputs.dataset_text_layout(tf.data.Dataset.from_tensor_slices((texts, labels)))
     with pytest.raises(ValueError, match="must yield batches"):
         text_inputs.dataset_text_layout(tf.data.Dataset.from_tensor_slices((texts, texts)))
+    unbatched_a = tf.data.Dataset.zip((tf.data.Dataset.from_tensor_slices(texts),
+                                       tf.data.Dataset.from_tensor_slices(texts).batch(2)))
+    with pytest.raises(ValueError, match="must yield batches"):  # the pair's first text decides
+        text_inputs.dataset_text_layout(unbatched_a)
 
 
 class _Lengths:
