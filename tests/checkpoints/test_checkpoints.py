@@ -392,6 +392,17 @@ def test_huggingface_tensors_are_taken_for_the_names_they_map_to_only():
     assert used == {"albert.pooler.weight", "albert.pooler.bias"}
 
 
+def test_huggingface_weights_are_a_folders_model_safetensors_or_such_a_file(tmp_path):
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"")
+    (tmp_path / "other.bin").write_bytes(b"")
+    (tmp_path / "empty").mkdir()
+    assert huggingface.weights_file(str(tmp_path)) == str(weights)
+    assert huggingface.weights_file(str(weights)) == str(weights)
+    for path in (tmp_path / "empty", tmp_path / "other.bin", tmp_path / "absent.safetensors"):
+        assert huggingface.weights_file(str(path)) is None, path
+
+
 def test_huggingface_encoder_only_file_loads(tmp_path):
     """An `AlbertModel` file (no `albert.` prefix, no heads) loads into the encoder."""
     tensors = load_file(os.path.join(REFERENCE, "single_group", "model.safetensors"))
