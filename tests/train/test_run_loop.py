@@ -161,10 +161,11 @@ def test_a_run_trains_to_the_step_keeps_the_best_and_predicts_and_exports_with_i
     assert outcome["export_dir"] == os.path.join(export, "4") and task.calls == ["check", "prepare"]
     assert outcome["predicted_with"] == kernels[1]
 
-    # At its last step already: nothing trained, nothing evaluated again.
+    # At its last step already: nothing trained, nothing evaluated again; by default no XLA, no recomputation.
     task = _LineTask()
     outcome = runner.run(task, _LineParams(output_dir=out, num_train_steps=10, export_dir=None))
     assert outcome["start_step"] == outcome["step"] == 10 and "train_seconds" not in outcome
+    assert task.model.jit_compile is False and task.model.encoder.remat is False
     assert task.skips == [] and task.evaluated == [] and outcome["best_step"] == 4
 
 
@@ -240,9 +241,11 @@ def test_the_precision_policy_and_random_states_are_the_callers_again_after_a_ru
     random.seed(7)
     np.random.seed(7)
     before = keras.mixed_precision.global_policy().name
-    outcome = runner.run(_LineTask(metric=None), _LineParams(output_dir=str(tmp_path / "run"),
-                                                               mixed_precision="bf16", num_train_steps=2))
+    task = _LineTask(metric=None)
+    outcome = runner.run(task, _LineParams(output_dir=str(tmp_path / "run"), mixed_precision="bf16",
+                                           num_train_steps=2, jit_compile=True))
     assert outcome["dtype_policy"] == "mixed_bfloat16" and keras.mixed_precision.global_policy().name == before
+    assert task.model.jit_compile is True
     assert (random.random(), float(np.random.random())) == expected
 
 
