@@ -204,6 +204,32 @@ def test_without_a_metric_it_evaluates_once_at_the_end_with_the_latest_weights(t
     assert "best_step" not in outcome and not os.path.exists(os.path.join(out, "best_checkpoint"))
 
 
+def test_a_model_from_init_checkpoint_alone_is_evaluated_predicted_and_exported(tmp_path, monkeypatch):
+    """No training and no checkpoint of its own: the --init_checkpoint weights are evaluated as they are (recorded
+    in eval_results.txt), predicted and exported with, as step 0."""
+    runner.run(_LineTask(metric=None), _LineParams(output_dir=str(tmp_path / "first"), do_predict=False))
+    init = str(tmp_path / "first" / "ckpt-6")
+    loaded = []
+
+    def load_init_checkpoint(model, params):  # the weights only, as the formats' loaders read them
+        loaded.append(params.init_checkpoint)
+        reader = tf.train.load_checkpoint(params.init_checkpoint)
+        model.dense.kernel.assign(reader.get_tensor("model/dense/_kernel/.ATTRIBUTES/VARIABLE_VALUE"))
+        model.dense.bias.assign(reader.get_tensor("model/dense/bias/.ATTRIBUTES/VARIABLE_VALUE"))
+
+    monkeypatch.setattr(runner, "load_init_checkpoint", load_init_checkpoint)
+    out, export = tmp_path / "second", tmp_path / "export"
+    task = _LineTask(scores=(0.7,))
+    outcome = runner.run(task, _LineParams(output_dir=str(out), init_checkpoint=init, do_train=False,
+                                           export_dir=str(export)))
+    assert loaded == [init] and task.evaluated == [_kernel_at(init)]
+    assert outcome["eval_results"] == {"score": 0.7, "kernel": _kernel_at(init), "global_step": 0}
+    assert "global_step = 0" in (out / "eval_results.txt").read_text().splitlines()
+    assert (outcome["final_weights"], outcome["final_step"]) == (init, 0)
+    assert outcome["predicted_with"] == _kernel_at(init) and outcome["export_dir"] == str(export / "0")
+    assert _steps(out) == [] and "best_step" not in outcome
+
+
 def test_checks_come_before_anything_is_written(tmp_path):
     out = tmp_path / "run"
     with pytest.raises(UsageError, match="^the task says no$"):
