@@ -52,6 +52,13 @@ def _as_texts(value):
     return texts
 
 
+def _pair(texts_a, texts_b):
+    if texts_a.shape[0] != texts_b.shape[0]:
+        raise ValueError(f"a pair's two sequences of texts differ in length: {texts_a.shape[0]} first texts, "
+                         f"{texts_b.shape[0]} second texts")
+    return texts_a, texts_b
+
+
 def in_memory_texts(x):
     """`x` as a [N] string tensor or a pair of them, or None when `x` is not text held in memory."""
     if x is None or isinstance(x, (dict, tf.data.Dataset)):
@@ -64,7 +71,7 @@ def in_memory_texts(x):
         return _as_texts([item[0] for item in x]), _as_texts([item[1] for item in x])  # [(text_a, text_b), ...]
     if isinstance(x, (list, tuple)) and len(x) == 2 and all(_is_text_array(part) for part in x) \
             and not any(_is_string(part) for part in x):
-        return _as_texts(x[0]), _as_texts(x[1])  # (texts_a, texts_b)
+        return _pair(_as_texts(x[0]), _as_texts(x[1]))  # (texts_a, texts_b)
     if _is_text_array(x):
         if getattr(x, "ndim", 1) == 2 and x.shape[-1] == 2:
             return _as_texts(x[:, 0]), _as_texts(x[:, 1])  # an [N, 2] array of pairs

@@ -230,6 +230,17 @@ def test_a_model_from_init_checkpoint_alone_is_evaluated_predicted_and_exported(
     assert _steps(out) == [] and "best_step" not in outcome
 
 
+def test_a_resume_with_another_learning_rate_is_refused_unless_allowed(tmp_path):
+    out = tmp_path / "run"
+    runner.run(_LineTask(metric=None), _LineParams(output_dir=str(out), num_train_steps=2, do_predict=False))
+    with pytest.raises(RunError, match=r"--learning_rate=0\.05 \(now 0\.1\)"):
+        runner.run(_LineTask(metric=None), _LineParams(output_dir=str(out), num_train_steps=4, learning_rate=0.1))
+    assert _steps(out) == [2]
+    outcome = runner.run(_LineTask(metric=None), _LineParams(output_dir=str(out), num_train_steps=4,
+                                                             learning_rate=0.1, allow_settings_change=True))
+    assert (outcome["start_step"], outcome["step"]) == (2, 4)
+
+
 def test_checks_come_before_anything_is_written(tmp_path):
     out = tmp_path / "run"
     with pytest.raises(UsageError, match="^the task says no$"):

@@ -52,6 +52,9 @@ def test_a_resume_with_other_training_settings_is_refused(tmp_path):
 def test_every_task_records_its_seed_and_a_resume_with_another_is_refused(tmp_path, params_class):
     """The seed orders the input and draws online masks: each task's params declare it as a setting."""
     assert "random_seed" in run_settings.training_settings(params_class)
+    defaults = [{f.name: f.default for f in dataclasses.fields(cls)}["random_seed"] for cls in (params_class,
+                                                                                               RuntimeParams)]
+    assert defaults == [12345, 12345]  # the original's seed (create_pretraining_data.py's random_seed)
     run_settings.record_settings(str(tmp_path), _params(tmp_path, random_seed=7))
     assert run_settings.read_settings(str(tmp_path))["random_seed"] == 7
     with pytest.raises(RunError, match=r"--random_seed=7 \(now 12345\)"):

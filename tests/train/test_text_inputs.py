@@ -340,6 +340,9 @@ def test_each_in_memory_form_of_text_is_read_as_one_or_two_sequences():
         read(np.array([["a", "b", "c"], ["d", "e", "f"]]))
     with pytest.raises(ValueError, match="one-dimensional"):
         read(np.array([[["a"]]]))
+    with pytest.raises(ValueError, match=r"^a pair's two sequences of texts differ in length: 3 first texts, 2 "
+                                         r"second texts$"):
+        read((["a", "b", "c"], ["d", "e"]))
 
 
 def test_a_datasets_text_layout_is_found_in_its_elements():
