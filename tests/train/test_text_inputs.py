@@ -412,6 +412,8 @@ def test_in_memory_text_is_batched_with_its_labels_and_weights():
         text_inputs.text_dataset(texts, sample_weight=np.ones(70))
     one = list(text_inputs.text_dataset(text_inputs.in_memory_texts(["x"]), shuffle=True).as_numpy_iterator())
     assert one[0].tolist() == [b"x"]
+    none = text_inputs.text_dataset(text_inputs.in_memory_texts(np.array([], dtype=object)), shuffle=True)
+    assert list(none.as_numpy_iterator()) == []  # no texts: no batch (and no shuffle buffer of 0)
 
 
 def test_validation_split_of_text_takes_the_last_examples():
