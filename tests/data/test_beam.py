@@ -399,6 +399,28 @@ def test_local_workers_import_this_checkout(monkeypatch):
         assert os.environ["PYTHONPATH"] == path
 
 
+def test_outputs_are_checked_where_the_run_will_write_them(tmp_path, monkeypatch):
+    """A local prefix is taken from the current folder and `~` (the prefix the pipeline writes), the first folder
+    the run would create is named (to remove on failure), and the tokenizer is checked here before any worker
+    starts."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    prefix, pattern, made = launcher._checked_outputs("new/deeper/records", ".tfrecord", "--output_file")  # pylint: disable=protected-access
+    assert prefix == str(tmp_path / "new" / "deeper" / "records") and made == str(tmp_path / "new")
+    assert pattern.startswith(prefix) and pattern.endswith(".tfrecord")
+    prefix, _, made = launcher._checked_outputs("~/records", "", "--output_file")  # pylint: disable=protected-access
+    assert prefix == str(tmp_path / "home" / "records") and made == str(tmp_path / "home")
+    (tmp_path / "home").mkdir()
+    assert launcher._checked_outputs("~/records", "", "--output_file")[2] is None  # pylint: disable=protected-access
+    bad = tmp_path / "bad.model"
+    bad.write_bytes(b"not a sentencepiece model")
+    with pytest.raises(tokenization.TokenizerError, match="bad.model"):
+        launcher._tokenizer_files(str(bad), None, True)  # pylint: disable=protected-access
+    carried = launcher._tokenizer_files(SPM, None, False)  # pylint: disable=protected-access
+    with open(SPM, "rb") as f:
+        assert carried == {"spm_model_file": ("30k-clean.model", f.read())}
+
+
 def test_a_runner_takes_one_output_prefix(tmp_path):
     """--output_file's declared check: with --runner a list of files is refused before anything is read."""
     args = [f"--input_file={os.path.join(DATA_DIR, 'corpus', 'sample_text.txt')}",
