@@ -443,6 +443,9 @@ class _KerasCalls:
         self.calls.append((name, given))
         return given
 
+    def get_config(self):
+        return {"name": "calls"}
+
     def fit(self, **given):
         return self._record("fit", **given)
 
@@ -506,7 +509,25 @@ def test_the_keras_entry_points_get_preprocessed_batches_of_text():
     assert model.predict_on_batch(["abc"])["x"]["a"].numpy().tolist() == [3]
     assert model.predict_on_batch(features)["x"] is features
 
+    feature_batches = tf.data.Dataset.from_tensor_slices(features).batch(1)
+    given = model.fit(x=feature_batches)
+    assert given["x"] is feature_batches and given["epochs"] == 1  # Keras' default epochs
+    given = model.fit(x=texts, y=labels, batch_size=10)  # Keras' default: shuffled
+    (features_seen, order), = _batches(given["x"])
+    assert sorted(order) == list(range(10)) and order != list(range(10))
+
     plain = _TextModel()
     given = plain.fit(x=texts, y=labels, validation_split=0.2, shuffle=True)
     assert given["x"] is texts and given["validation_split"] == 0.2 and given["shuffle"] is True
     assert plain.predict_on_batch(texts)["x"] is texts and plain.predict(texts)["x"] is texts
+
+
+def test_the_preprocessor_is_part_of_the_config():
+    model = _TextModel(preprocessor=AlbertTextPreprocessor(spm_model_file=SPM, max_seq_length=SEQ,
+                                                           do_lower_case=False))
+    config = model.get_config()
+    assert config["name"] == "calls" and isinstance(config["preprocessor"], dict)
+    again = _TextModel(preprocessor=config["preprocessor"])
+    assert isinstance(again.preprocessor, AlbertTextPreprocessor)
+    assert (again.preprocessor.max_seq_length, again.preprocessor.do_lower_case) == (SEQ, False)
+    assert "preprocessor" not in _TextModel().get_config()
