@@ -314,3 +314,9 @@ def test_precision_names_and_export_versions():
     assert runner.versioned_export_dir("/exports", 12.0) == os.path.join("/exports", "12")
     with pytest.raises(TypeError):  # keyword-only: a task's params add fields of their own after these
         runner.RuntimeParams("mirrored")
+    defaults = runner.RuntimeParams()  # this project's own runtime settings: off, or every 100 steps
+    assert (defaults.strategy, defaults.mixed_precision, defaults.jit_compile, defaults.remat, defaults.log_every,
+            defaults.allow_settings_change) == ("default", None, False, False, 100, False)
+    schedule = _LineTask().train_schedule(_LineParams(output_dir="x"))
+    with pytest.raises(dataclasses.FrozenInstanceError):  # what a task declared, not changed on the way
+        schedule.learning_rate = 1.0
