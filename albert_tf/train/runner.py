@@ -218,8 +218,7 @@ def check_output_dir(output_dir, config, source_flag="--albert_config_file"):
 
 
 def record_config(output_dir, config):
-    """Writes `albert_config.json` into `output_dir` unless it records this config already."""
-    tf.io.gfile.makedirs(output_dir)
+    """Writes `albert_config.json` into `output_dir` (made if needed) unless it records this config already."""
     path = os.path.join(output_dir, CONFIG_JSON)
     if not tf.io.gfile.exists(path) or AlbertConfig.from_json_file(path).to_dict() != config.to_dict():
         fileio.write_text(path, config.to_json_string())

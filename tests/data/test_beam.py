@@ -412,6 +412,9 @@ def test_outputs_are_checked_where_the_run_will_write_them(tmp_path, monkeypatch
     assert prefix == str(tmp_path / "home" / "records") and made == str(tmp_path / "home")
     (tmp_path / "home").mkdir()
     assert launcher._checked_outputs("~/records", "", "--output_file")[2] is None  # pylint: disable=protected-access
+    monkeypatch.setattr(launcher, "match", lambda pattern: [])  # a remote prefix: taken as it is, no folder made
+    assert launcher._checked_outputs("gs://bucket/records", "", "--output_file")[::2] == (  # pylint: disable=protected-access
+        "gs://bucket/records", None)
     bad = tmp_path / "bad.model"
     bad.write_bytes(b"not a sentencepiece model")
     with pytest.raises(tokenization.TokenizerError, match="bad.model"):

@@ -38,6 +38,7 @@ class _LineParams(runner.RuntimeParams):
     save_checkpoints_steps: int = 2
     keep_checkpoint_max: int = 5
     train_batch_size: int = 4
+    iterations_per_loop: int = 1
     train_file: str = None
     vocab_file: str = None
     log_every: int = 0
@@ -79,7 +80,8 @@ class _LineTask:
         return runner.Schedule(num_train_steps=params.num_train_steps, num_warmup_steps=0, start_warmup_step=0,
                                poly_power=1.0, optimizer="adamw", learning_rate=params.learning_rate,
                                save_checkpoints_steps=params.save_checkpoints_steps,
-                               keep_checkpoint_max=params.keep_checkpoint_max, iterations_per_loop=1,
+                               keep_checkpoint_max=params.keep_checkpoint_max,
+                               iterations_per_loop=params.iterations_per_loop,
                                train_batch_size=params.train_batch_size)
 
     def build_model(self, params):  # pylint: disable=unused-argument
@@ -252,6 +254,8 @@ def test_checks_come_before_anything_is_written(tmp_path):
         runner.run(_LineTask(), _LineParams(output_dir=str(out), train_batch_size=0))
     with pytest.raises(UsageError, match="^--keep_checkpoint_max must be at least 0, got -1$"):
         runner.run(_LineTask(), _LineParams(output_dir=str(out), keep_checkpoint_max=-1))
+    with pytest.raises(UsageError, match="^--iterations_per_loop must be at least 1, got 0$"):
+        runner.run(_LineTask(), _LineParams(output_dir=str(out), iterations_per_loop=0))
     assert not out.exists()
     with pytest.raises(RunError, match=rf"^nothing to evaluate: no checkpoint in {out} and no --init_checkpoint$"):
         runner.run(_LineTask(), _LineParams(output_dir=str(out), do_train=False))
@@ -304,6 +308,18 @@ def test_the_files_a_run_reads_are_listed_and_never_written_over(tmp_path):
         runner.run(_LineTask(metric=None), _LineParams(output_dir=str(out), do_eval=True,
                                                        vocab_file=str(out / "eval_results.txt")))
     assert (out / "eval_results.txt").read_text() == "read by the run"
+
+
+def test_the_config_is_recorded_in_a_new_folder_and_only_when_it_changes(tmp_path):
+    out = tmp_path / "new" / "run"
+    runner.record_config(str(out), tiny_config())
+    recorded = out / "albert_config.json"
+    assert json.loads(recorded.read_text()) == tiny_config().to_dict()
+    recorded.write_text(recorded.read_text() + " ")  # the same config: left as it is
+    runner.record_config(str(out), tiny_config())
+    assert recorded.read_text().endswith(" ")
+    runner.record_config(str(out), tiny_config(vocab_size=1000))
+    assert json.loads(recorded.read_text())["vocab_size"] == 1000
 
 
 def test_precision_names_and_export_versions():

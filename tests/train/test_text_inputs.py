@@ -520,6 +520,7 @@ def test_the_keras_entry_points_get_preprocessed_batches_of_text():
     given = plain.fit(x=texts, y=labels, validation_split=0.2, shuffle=True)
     assert given["x"] is texts and given["validation_split"] == 0.2 and given["shuffle"] is True
     assert plain.predict_on_batch(texts)["x"] is texts and plain.predict(texts)["x"] is texts
+    assert plain.fit(x=batched, validation_data=batched)["validation_data"] is batched
 
 
 def test_the_preprocessor_is_part_of_the_config():
