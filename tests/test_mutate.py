@@ -156,6 +156,10 @@ def test_an_empty_only_is_refused_not_taken_for_all(tmp_path, capsys):
     assert not (tmp_path / "m.json").exists()
 
 
+class _Stopped(Exception):
+    """A run killed part-way (a real stop is SIGTERM or ^C; any exception leaves the report as far as it got)."""
+
+
 def test_a_stopped_run_goes_on_with_the_mutants_it_had_not_run(tmp_path, monkeypatch, capsys):
     """`--resume` runs only the mutants a stopped report lacks, keeps the ones it holds, and refuses a report of
     other settings, a finished one or none."""
@@ -171,7 +175,7 @@ def test_a_stopped_run_goes_on_with_the_mutants_it_had_not_run(tmp_path, monkeyp
                 json.dump({"lines": {}, "seconds": {}}, f)
             return "passed", 1.0
         if len(ran) == stop_after[0]:
-            raise KeyboardInterrupt
+            raise _Stopped
         with open(os.path.join(workdir, module), encoding="utf-8") as f:
             mutated = f.read()
         ran.append(next(m.id for m in everyone if m.apply(source) == mutated))
@@ -181,7 +185,7 @@ def test_a_stopped_run_goes_on_with_the_mutants_it_had_not_run(tmp_path, monkeyp
     monkeypatch.setattr(mutate, "check_imports", lambda workdir: None)
     report = tmp_path / "m.json"
     args = [module, *tests, "--report", str(report)]
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(_Stopped):
         mutate.main(args)
     stopped = json.loads(report.read_text())
     assert [m["id"] for m in stopped["mutants"]] == ran == [0, 1, 2] and not stopped["complete"]

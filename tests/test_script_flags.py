@@ -7,7 +7,6 @@ Flags are read as absl holds them after importing the script in a separate proce
 are checked like the ones a script defines by hand.
 """
 
-import importlib
 import math
 import os
 
@@ -15,6 +14,10 @@ import pytest
 
 from albert_tf.cli import demo_preset
 from albert_tf.settings import flag_specs
+from albert_tf.tasks.classification import ClassifierParams
+from albert_tf.tasks.pretraining import PretrainingParams
+from albert_tf.tasks.race import RaceParams
+from albert_tf.tasks.squad import SquadParams
 from albert_tf.train.runner import TPU_SETTINGS
 from tests.helpers import script_flag_definitions
 from tests.original_flags import ENUM_CHOICES, FLAGS_DROPPED_BEFORE_FINAL_MASTER, ORIGINAL_FLAGS, TPU_FLAGS
@@ -58,17 +61,16 @@ def _assert_inert_flags_say_so(script, ours):
 
 
 @pytest.mark.parametrize("params, original_scripts", [
-    ("albert_tf.tasks.classification:ClassifierParams", ("run_classifier.py",)),
-    ("albert_tf.tasks.pretraining:PretrainingParams", ("run_pretraining.py",)),
-    ("albert_tf.tasks.race:RaceParams", ("run_race.py",)),
-    ("albert_tf.tasks.squad:SquadParams", ("run_squad_v1.py", "run_squad_v2.py")),
+    (ClassifierParams, ("run_classifier.py",)),
+    (PretrainingParams, ("run_pretraining.py",)),
+    (RaceParams, ("run_race.py",)),
+    (SquadParams, ("run_squad_v1.py", "run_squad_v2.py")),
 ])
 def test_the_settings_behind_a_scripts_flags_hold_the_originals_defaults(params, original_scripts):
     """In-process and quick (the slow tests above read the flags absl defines): every original flag that is one of
     the params' settings, the TPU flags of `RuntimeParams` among them, has the original's default; the inert ones
     say so."""
-    module, name = params.split(":")
-    specs = {spec.name: spec for spec in flag_specs(getattr(importlib.import_module(module), name)).values()}
+    specs = {spec.name: spec for spec in flag_specs(params).values()}
     for original_script in original_scripts:
         expected = {flag: default for flag, default in ORIGINAL_FLAGS[original_script].items() if flag in specs}
         assert set(TPU_FLAGS) <= set(expected)

@@ -5,7 +5,7 @@ the module's source, from the fixed set of operators below; a mutant is killed w
     python tools/mutate.py albert_tf/data/corpus/sentences.py tests/data/test_corpus.py -- -k "sentence or cjk"
     python tools/mutate.py albert_tf/fileio.py tests/test_fileio.py --list          # the mutants, nothing run
     python tools/mutate.py albert_tf/fileio.py tests/test_fileio.py --only 12,40    # a few of them again
-    python tools/mutate.py --commit C albert_tf/fileio.py tests/test_fileio.py --resume  # a stopped run, on
+    python tools/mutate.py --commit C albert_tf/fileio.py tests/test_fileio.py --resume  # a stopped run goes on
 
 The working tree is never written: the repository (its `albert_tf` package, `tests/`, top-level scripts and files;
 `data/`, `bench/`, `docs/` and `shared/` as links), or with `--commit REV` that commit's files, is copied into a

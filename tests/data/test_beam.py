@@ -115,6 +115,12 @@ def _beam(prefix, args, shuffle, num_shards=3, suffix=""):
         num_output_shards=num_shards, file_name_suffix=suffix, global_shuffle=shuffle, pipeline_args=args)
 
 
+def _carried_spm(name):
+    """The tokenizer files as the launcher ships them to workers: {argument: (file name, bytes)}."""
+    with open(SPM, "rb") as f:
+        return {"spm_model_file": (name, f.read())}
+
+
 def _switches(records, origin):
     labels = [origin[r] for r in records]
     return sum(a != b for a, b in zip(labels, labels[1:]))
@@ -419,9 +425,7 @@ def test_outputs_are_checked_where_the_run_will_write_them(tmp_path, monkeypatch
     bad.write_bytes(b"not a sentencepiece model")
     with pytest.raises(tokenization.TokenizerError, match="bad.model"):
         launcher._tokenizer_files(str(bad), None, True)  # pylint: disable=protected-access
-    carried = launcher._tokenizer_files(SPM, None, False)  # pylint: disable=protected-access
-    with open(SPM, "rb") as f:
-        assert carried == {"spm_model_file": ("30k-clean.model", f.read())}
+    assert launcher._tokenizer_files(SPM, None, False) == _carried_spm("30k-clean.model")  # pylint: disable=protected-access
 
 
 def test_a_runner_takes_one_output_prefix(tmp_path):
@@ -726,8 +730,7 @@ def test_a_workers_setup_makes_the_tokenizer_from_the_bytes_it_was_given(tmp_pat
     temporary folder, removed after), lower-casing as given, one SentencePiece thread (a worker per core), Beam's
     file systems for remote inputs, and a metric counter for every statistic and n-gram size."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    with open(SPM, "rb") as f:
-        carried = {"spm_model_file": ("renamed.model", f.read())}
+    carried = _carried_spm("renamed.model")
     text = "Father Brown SAID 1,000 words."
     for lower in (True, False):
         fn = build_records.ShardRecordsFn(carried, lower, CONFIG, 0, 2)
@@ -756,8 +759,7 @@ def test_a_shards_records_leave_in_batches_cut_once_they_reach_the_batch_bytes(m
     records = list(shard_records(shard, CONFIG, tables, Stats(ngram_drawn=[0] * CONFIG.ngram,
                                                               ngram_accepted=[0] * CONFIG.ngram)))
     assert len(records) > 12
-    with open(SPM, "rb") as f:
-        fn = build_records.ShardRecordsFn({"spm_model_file": ("m.model", f.read())}, True, CONFIG, int(shuffle), 1)
+    fn = build_records.ShardRecordsFn(_carried_spm("m.model"), True, CONFIG, int(shuffle), 1)
     fn.setup()
     sizes = [len(r) for r in records]
     for limit in (sizes[0] + sizes[1], sizes[0] + 1, sizes[0], 3 * max(sizes)):

@@ -122,9 +122,14 @@ class _LineTask:
         return DataError(f"--train_file {params.train_file}: corrupt ({type(error).__name__})")
 
 
+def _weights_at(prefix):
+    """(kernel [1, 1], bias [1]) of the stand-in model in checkpoint `prefix`."""
+    reader = tf.train.load_checkpoint(prefix)
+    return tuple(reader.get_tensor(f"model/dense/{name}/.ATTRIBUTES/VARIABLE_VALUE") for name in ("_kernel", "bias"))
+
+
 def _kernel_at(prefix):
-    return float(tf.train.load_checkpoint(prefix).get_tensor(
-        "model/dense/_kernel/.ATTRIBUTES/VARIABLE_VALUE")[0, 0])
+    return float(_weights_at(prefix)[0][0, 0])
 
 
 def _steps(output_dir):
@@ -215,9 +220,9 @@ def test_a_model_from_init_checkpoint_alone_is_evaluated_predicted_and_exported(
 
     def load_init_checkpoint(model, params):  # the weights only, as the formats' loaders read them
         loaded.append(params.init_checkpoint)
-        reader = tf.train.load_checkpoint(params.init_checkpoint)
-        model.dense.kernel.assign(reader.get_tensor("model/dense/_kernel/.ATTRIBUTES/VARIABLE_VALUE"))
-        model.dense.bias.assign(reader.get_tensor("model/dense/bias/.ATTRIBUTES/VARIABLE_VALUE"))
+        kernel, bias = _weights_at(params.init_checkpoint)
+        model.dense.kernel.assign(kernel)
+        model.dense.bias.assign(bias)
 
     monkeypatch.setattr(runner, "load_init_checkpoint", load_init_checkpoint)
     out, export = tmp_path / "second", tmp_path / "export"
