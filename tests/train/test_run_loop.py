@@ -199,6 +199,13 @@ def test_the_seed_decides_the_run_and_the_last_interval_may_be_short(tmp_path):
     assert runs[0]["step"] == 5 and _steps(tmp_path / "run0") == [2, 4, 5]
 
 
+def test_keep_checkpoint_max_keeps_the_latest_and_zero_keeps_all(tmp_path):
+    for keep, kept in ((2, [10, 12]), (0, [2, 4, 6, 8, 10, 12])):
+        runner.run(_LineTask(metric=None), _LineParams(output_dir=str(tmp_path / str(keep)), num_train_steps=12,
+                                                       keep_checkpoint_max=keep, do_predict=False))
+        assert _steps(tmp_path / str(keep)) == kept
+
+
 def test_without_a_metric_it_evaluates_once_at_the_end_with_the_latest_weights(tmp_path):
     out = str(tmp_path / "run")
     task = _LineTask(metric=None)
