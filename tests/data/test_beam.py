@@ -179,9 +179,12 @@ def test_multi_process_runner_same_records_and_global_shuffle_fixed_by_the_seed(
 @pytest.mark.parametrize("segments", [True, False], ids=["through-segment-files", "through-the-runner"])
 def test_global_shuffle_in_process_keeps_the_records(tmp_path, reference, monkeypatch, segments):
     monkeypatch.setattr(launcher, "_LOCAL_SEGMENTS", segments)
+    monkeypatch.setattr(launcher, "PretrainingConfig", lambda: CONFIG)  # the default config, made small
     local, origin, _, local_stats = reference
     prefix = tmp_path / "one"
-    stats = _beam(prefix, DIRECT, shuffle=True, num_shards=1)
+    # By default: the default config, one output file, shuffled across the corpus.
+    stats = beam_pipeline.create_pretraining_data_beam(",".join(CORPUS), str(prefix), spm_model_file=SPM,
+                                                       shard_size_mb=SHARD_MB, pipeline_args=DIRECT)
     beam_records = _read([f"{prefix}-00000-of-00001"])
     assert collections.Counter(beam_records) == collections.Counter(local)
     counted = [f.name for f in dataclasses.fields(stats) if f.name not in ("elapsed_seconds", "files")]
