@@ -431,6 +431,16 @@ def test_outputs_are_checked_where_the_run_will_write_them(tmp_path, monkeypatch
     assert launcher._tokenizer_files(SPM, None, False) == _carried_spm("30k-clean.model")  # pylint: disable=protected-access
 
 
+def test_config_warnings_are_logged_and_a_shard_count_under_one_refused_before_anything_is_read(tmp_path, caplog):
+    wasteful = PretrainingConfig(max_seq_length=64, max_predictions_per_seq=20)  # 20 > round(64 * 0.15)
+    with caplog.at_level("WARNING", logger=launcher.__name__), pytest.raises(
+            PretrainingDataError, match="^num_output_shards must be at least 1, got 0$"):
+        beam_pipeline.create_pretraining_data_beam(str(tmp_path / "missing*.txt"), str(tmp_path / "out"),
+                                                   spm_model_file=SPM, config=wasteful, num_output_shards=0)
+    assert [r.getMessage() for r in caplog.records] == wasteful.validate()
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_runner_takes_one_output_prefix(tmp_path):
     """--output_file's declared check: with --runner a list of files is refused before anything is read."""
     args = [f"--input_file={os.path.join(DATA_DIR, 'corpus', 'sample_text.txt')}",
