@@ -180,11 +180,14 @@ def test_multi_process_runner_same_records_and_global_shuffle_fixed_by_the_seed(
 def test_global_shuffle_in_process_keeps_the_records(tmp_path, reference, monkeypatch, segments):
     monkeypatch.setattr(launcher, "_LOCAL_SEGMENTS", segments)
     monkeypatch.setattr(launcher, "PretrainingConfig", lambda: CONFIG)  # the default config, made small
+    segment_dirs, build_fn = [], launcher.ShardRecordsFn
+    monkeypatch.setattr(launcher, "ShardRecordsFn", lambda *args: segment_dirs.append(args[-1]) or build_fn(*args))
     local, origin, _, local_stats = reference
     prefix = tmp_path / "one"
     # By default: the default config, one output file, shuffled across the corpus.
     stats = beam_pipeline.create_pretraining_data_beam(",".join(CORPUS), str(prefix), spm_model_file=SPM,
                                                        shard_size_mb=SHARD_MB, pipeline_args=DIRECT)
+    assert len(segment_dirs) == 1 and (segment_dirs[0] is not None) == segments
     beam_records = _read([f"{prefix}-00000-of-00001"])
     assert collections.Counter(beam_records) == collections.Counter(local)
     counted = [f.name for f in dataclasses.fields(stats) if f.name not in ("elapsed_seconds", "files")]
@@ -311,6 +314,50 @@ def test_failure_after_the_write_leaves_no_matching_file(tmp_path, monkeypatch):
                                                    config=CONFIG, num_output_shards=2, pipeline_args=DIRECT)
     assert sorted(os.listdir(out)) == ["other", "pretraining-notes.txt"]
     assert not glob.glob(str(out / "pretraining-*-of-*"))
+
+
+def test_a_corpus_without_training_instances_is_one_line_and_leaves_nothing(tmp_path):
+    corpus = tmp_path / "short.txt"
+    corpus.write_text("a\n\nb\n", encoding="utf-8")  # two documents of one token each
+    with pytest.raises(PretrainingDataError, match=r"^no training instances were created from 1 input file\(s\) "
+                                                   r"\(.*short\.txt\): 0 documents with at least 2 tokens, 2 "
+                                                   r"shorter ones skipped$"):
+        beam_pipeline.create_pretraining_data_beam(str(corpus), str(tmp_path / "out" / "pretraining"),
+                                                   spm_model_file=SPM, config=CONFIG, pipeline_args=DIRECT)
+    assert os.listdir(tmp_path) == ["short.txt"]
+
+
+def test_an_interrupted_run_is_cancelled_and_leaves_nothing(tmp_path, monkeypatch):
+    cancelled = []
+
+    class _Interrupted:
+        def wait_until_finish(self):
+            raise KeyboardInterrupt
+
+        def cancel(self):
+            cancelled.append(True)
+
+    monkeypatch.setattr(beam.Pipeline, "run", lambda self: _Interrupted())
+    with pytest.raises(KeyboardInterrupt):
+        beam_pipeline.create_pretraining_data_beam(CORPUS[0], str(tmp_path / "out" / "pretraining"),
+                                                   spm_model_file=SPM, config=CONFIG, pipeline_args=DIRECT)
+    assert cancelled == [True] and os.listdir(tmp_path) == []
+
+
+def test_a_log_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    @contextlib.contextmanager
+    def no_space():
+        raise OSError(28, "No space left on device")
+        yield  # pylint: disable=unreachable
+
+    monkeypatch.setattr(launcher, "stderr_to_log", no_space)
+    out = tmp_path / "out" / "pretraining"
+    with pytest.raises(PretrainingDataError, match=rf"^the Beam pipeline writing --output_file {out} failed: "
+                                                   r"OSError: \[Errno 28\] No space left on device; no output was "
+                                                   r"kept$"):
+        beam_pipeline.create_pretraining_data_beam(CORPUS[0], str(out), spm_model_file=SPM, config=CONFIG,
+                                                   pipeline_args=DIRECT)
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_worker_failure_is_one_line_with_the_tracebacks_in_a_log(tmp_path, monkeypatch, capfd):
