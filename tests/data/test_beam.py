@@ -327,21 +327,27 @@ def test_a_corpus_without_training_instances_is_one_line_and_leaves_nothing(tmp_
     assert os.listdir(tmp_path) == ["short.txt"]
 
 
-def test_an_interrupted_run_is_cancelled_and_leaves_nothing(tmp_path, monkeypatch):
+@pytest.mark.parametrize("interrupted", [True, False], ids=["interrupted", "failed"])
+def test_an_interrupted_run_is_cancelled_a_failed_one_not_and_neither_leaves_anything(tmp_path, monkeypatch,
+                                                                                     interrupted):
     cancelled = []
 
-    class _Interrupted:
+    class _Result:
         def wait_until_finish(self):
-            raise KeyboardInterrupt
+            if interrupted:
+                raise KeyboardInterrupt
+            return "FAILED"
 
         def cancel(self):
             cancelled.append(True)
 
-    monkeypatch.setattr(beam.Pipeline, "run", lambda self: _Interrupted())
-    with pytest.raises(KeyboardInterrupt):
+    monkeypatch.setattr(beam.Pipeline, "run", lambda self: _Result())
+    expected = pytest.raises(KeyboardInterrupt) if interrupted else pytest.raises(
+        PretrainingDataError, match="^the Beam pipeline ended FAILED; no output was kept$")
+    with expected:
         beam_pipeline.create_pretraining_data_beam(CORPUS[0], str(tmp_path / "out" / "pretraining"),
                                                    spm_model_file=SPM, config=CONFIG, pipeline_args=DIRECT)
-    assert cancelled == [True] and os.listdir(tmp_path) == []
+    assert cancelled == ([True] if interrupted else []) and os.listdir(tmp_path) == []
 
 
 def test_a_log_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
