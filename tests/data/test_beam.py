@@ -11,9 +11,10 @@ import functools
 import glob
 import logging
 import os
-import sys
 import random
 import re
+import shutil
+import sys
 import tempfile
 import types
 
@@ -366,6 +367,22 @@ def test_a_log_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path, monk
     assert os.listdir(tmp_path) == []
 
 
+def test_a_made_folder_that_cannot_be_removed_does_not_hide_the_error(tmp_path, monkeypatch):
+    removing = []
+
+    def undeletable(path, ignore_errors=False):
+        removing.append(path)
+        if not ignore_errors:
+            raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(beam.Pipeline, "run", lambda self: types.SimpleNamespace(wait_until_finish=lambda: "FAILED"))
+    monkeypatch.setattr(shutil, "rmtree", undeletable)
+    with pytest.raises(PretrainingDataError, match="^the Beam pipeline ended FAILED; no output was kept$"):
+        beam_pipeline.create_pretraining_data_beam(CORPUS[0], str(tmp_path / "out" / "pretraining"),
+                                                   spm_model_file=SPM, config=CONFIG, pipeline_args=DIRECT)
+    assert removing == [str(tmp_path / "out")]
+
+
 def test_a_worker_failure_is_one_line_with_the_tracebacks_in_a_log(tmp_path, monkeypatch, capfd):
     """A crash inside the pipeline (not an input error) is one line naming the output, and keeps Beam's and the
     workers' tracebacks out of the terminal: what they write goes to a log file, which the line names."""
@@ -374,6 +391,8 @@ def test_a_worker_failure_is_one_line_with_the_tracebacks_in_a_log(tmp_path, mon
 
     monkeypatch.setattr(launcher, "finalize", crash)
     out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("not ours")  # a folder the run did not make: only its own files go
     with pytest.raises(PretrainingDataError) as failed:
         beam_pipeline.create_pretraining_data_beam(CORPUS[0], str(out / "pretraining"), spm_model_file=SPM,
                                                    config=CONFIG, num_output_shards=2, pipeline_args=DIRECT,
@@ -387,7 +406,7 @@ def test_a_worker_failure_is_one_line_with_the_tracebacks_in_a_log(tmp_path, mon
             assert "disk gone" in f.read()
         os.remove(log)
     assert "Traceback" not in capfd.readouterr().err
-    assert not glob.glob(str(out / "pretraining-*-of-*"))
+    assert os.listdir(out) == ["notes.txt"]  # no output, no temporary folder
 
 
 def test_stderr_of_a_failed_run_goes_to_its_log(capfd):
