@@ -178,7 +178,7 @@ def test_multi_process_runner_same_records_and_global_shuffle_fixed_by_the_seed(
 
 
 @pytest.mark.parametrize("segments", [True, False], ids=["through-segment-files", "through-the-runner"])
-def test_global_shuffle_in_process_keeps_the_records(tmp_path, reference, monkeypatch, segments):
+def test_global_shuffle_in_process_keeps_the_records(tmp_path, reference, monkeypatch, segments, caplog):
     monkeypatch.setattr(launcher, "_LOCAL_SEGMENTS", segments)
     monkeypatch.setattr(launcher, "PretrainingConfig", lambda: CONFIG)  # the default config, made small
     segment_dirs, build_fn = [], launcher.ShardRecordsFn
@@ -186,9 +186,13 @@ def test_global_shuffle_in_process_keeps_the_records(tmp_path, reference, monkey
     local, origin, _, local_stats = reference
     prefix = tmp_path / "one"
     # By default: the default config, one output file, shuffled across the corpus.
-    stats = beam_pipeline.create_pretraining_data_beam(",".join(CORPUS), str(prefix), spm_model_file=SPM,
-                                                       shard_size_mb=SHARD_MB, pipeline_args=DIRECT)
+    with caplog.at_level("INFO", logger=launcher.__name__):
+        stats = beam_pipeline.create_pretraining_data_beam(",".join(CORPUS), str(prefix), spm_model_file=SPM,
+                                                           shard_size_mb=SHARD_MB, pipeline_args=DIRECT)
     assert len(segment_dirs) == 1 and (segment_dirs[0] is not None) == segments
+    size = sum(map(os.path.getsize, CORPUS))
+    assert (f"Beam pipeline: 2 input files ({size / 1e6:.1f} MB), 1 output files one-00000-of-00001, global shuffle "
+            f"on ({beam_pipeline.shuffle_bucket_count(size, CONFIG, 1)} buckets)") in caplog.messages
     beam_records = _read([f"{prefix}-00000-of-00001"])
     assert collections.Counter(beam_records) == collections.Counter(local)
     counted = [f.name for f in dataclasses.fields(stats) if f.name not in ("elapsed_seconds", "files")]
