@@ -198,6 +198,7 @@ def test_global_shuffle_in_process_keeps_the_records(tmp_path, reference, monkey
     counted = [f.name for f in dataclasses.fields(stats) if f.name not in ("elapsed_seconds", "files")]
     assert {n: getattr(stats, n) for n in counted} == {n: getattr(local_stats, n) for n in counted}  # Beam metrics
     assert stats.masked_positions > 0 and len(stats.ngram_accepted) == CONFIG.ngram and stats.files == 2
+    assert stats.elapsed_seconds > 0
     share = sum(origin[r] for r in local) / len(local)
     assert _switches(beam_records, origin) > 0.6 * 2 * share * (1 - share) * len(local)
 
