@@ -136,10 +136,12 @@ def _steps(output_dir):
     return sorted(int(name[5:-6]) for name in os.listdir(output_dir) if name.endswith(".index"))
 
 
-def test_a_run_trains_to_the_step_keeps_the_best_and_predicts_and_exports_with_it(tmp_path):
+def test_a_run_trains_to_the_step_keeps_the_best_and_predicts_and_exports_with_it(tmp_path, caplog):
     out, export = str(tmp_path / "run"), str(tmp_path / "export")
     task = _LineTask(scores=(0.1, 0.9, 0.5))
+    caplog.set_level("INFO")  # the runner logs through the root logger
     outcome = runner.run(task, _LineParams(output_dir=out, export_dir=export, remat=True))
+    assert "Training line from step 0 to 6, global batch size 4" in caplog.messages
     assert (outcome["start_step"], outcome["step"], outcome["num_train_steps"]) == (0, 6, 6)
     assert _steps(out) == [2, 4, 6] and task.skips == [0] and task.model.encoder.remat is True
     assert task.calls == ["check", "prepare", ("export", os.path.join(export, "4"))]
@@ -150,7 +152,8 @@ def test_a_run_trains_to_the_step_keeps_the_best_and_predicts_and_exports_with_i
     assert outcome["final_weights"] == os.path.join(out, "best_checkpoint", "ckpt-4") and outcome["final_step"] == 4
     assert outcome["predicted_with"] == kernels[1] and outcome["export_dir"] == os.path.join(export, "4")
     assert _kernel_at(outcome["final_weights"]) == kernels[1]
-    assert outcome["train_examples_per_second"] > 0 and outcome["train_seconds"] > 0
+    assert outcome["train_seconds"] > 0
+    assert outcome["train_examples_per_second"] == pytest.approx(6 * 4 / outcome["train_seconds"])  # steps x batch
     with open(os.path.join(out, "settings.json"), encoding="utf-8") as f:
         assert json.load(f)["settings"]["learning_rate"] == 0.05
     with open(os.path.join(out, "albert_config.json"), encoding="utf-8") as f:
