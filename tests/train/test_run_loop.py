@@ -166,6 +166,7 @@ def test_a_run_trains_to_the_step_keeps_the_best_and_predicts_and_exports_with_i
     task = _LineTask(scores=(0.2, 0.3))
     outcome = runner.run(task, _LineParams(output_dir=out, export_dir=export, num_train_steps=10))
     assert (outcome["start_step"], outcome["step"]) == (6, 10) and task.skips == [6]
+    assert outcome["train_examples_per_second"] == pytest.approx(4 * 4 / outcome["train_seconds"])  # 4 steps run
     assert sorted(outcome["eval_history"]) == [2, 4, 6, 8, 10] and outcome["best_step"] == 4
     assert task.evaluated == [_kernel_at(os.path.join(out, f"ckpt-{step}")) for step in (8, 10)]
     assert outcome["export_dir"] == os.path.join(export, "4") and task.calls == ["check", "prepare"]
@@ -200,6 +201,17 @@ def test_the_seed_decides_the_run_and_the_last_interval_may_be_short(tmp_path):
             for i, seed in enumerate((1, 1, 2))]
     assert runs[0]["predicted_with"] == runs[1]["predicted_with"] != runs[2]["predicted_with"]
     assert runs[0]["step"] == 5 and _steps(tmp_path / "run0") == [2, 4, 5]
+
+
+def test_keras_prints_an_epochs_summary_only_when_logging(tmp_path, capsys):
+    """Keras's own lines on stdout: one per checkpoint interval (its epoch) with --log_every, none with 0."""
+    for log_every in (0, 2):
+        runner.run(_LineTask(metric=None), _LineParams(output_dir=str(tmp_path / str(log_every)), log_every=log_every,
+                                                       do_predict=False))
+        lines = capsys.readouterr().out.splitlines()
+        assert [line for line in lines if line.startswith("Epoch ")] == (
+            [f"Epoch {i}/3" for i in (1, 2, 3)] if log_every else [])
+        assert sum(line.startswith("2/2 - ") and "loss: " in line for line in lines) == (3 if log_every else 0)
 
 
 def test_keep_checkpoint_max_keeps_the_latest_and_zero_keeps_all(tmp_path):
