@@ -9,7 +9,9 @@ import dataclasses
 import json
 import os
 import random
+import re
 import shutil
+import time
 import types
 
 import keras
@@ -17,6 +19,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf import checkpoints
 from albert_tf.errors import DataError, RunError, UsageError
 from albert_tf.settings import setting
 from albert_tf.tasks.common_settings import output_dir_setting
@@ -140,7 +143,9 @@ def test_a_run_trains_to_the_step_keeps_the_best_and_predicts_and_exports_with_i
     out, export = str(tmp_path / "run"), str(tmp_path / "export")
     task = _LineTask(scores=(0.1, 0.9, 0.5))
     caplog.set_level("INFO")  # the runner logs through the root logger
+    started = time.time()
     outcome = runner.run(task, _LineParams(output_dir=out, export_dir=export, remat=True))
+    elapsed = time.time() - started
     assert "Training line from step 0 to 6, global batch size 4" in caplog.messages
     assert (outcome["start_step"], outcome["step"], outcome["num_train_steps"]) == (0, 6, 6)
     assert _steps(out) == [2, 4, 6] and task.skips == [0] and task.model.encoder.remat is True
@@ -152,7 +157,7 @@ def test_a_run_trains_to_the_step_keeps_the_best_and_predicts_and_exports_with_i
     assert outcome["final_weights"] == os.path.join(out, "best_checkpoint", "ckpt-4") and outcome["final_step"] == 4
     assert outcome["predicted_with"] == kernels[1] and outcome["export_dir"] == os.path.join(export, "4")
     assert _kernel_at(outcome["final_weights"]) == kernels[1]
-    assert outcome["train_seconds"] > 0
+    assert 0 < outcome["train_seconds"] <= elapsed
     assert outcome["train_examples_per_second"] == pytest.approx(6 * 4 / outcome["train_seconds"])  # steps x batch
     with open(os.path.join(out, "settings.json"), encoding="utf-8") as f:
         assert json.load(f)["settings"]["learning_rate"] == 0.05
@@ -257,6 +262,31 @@ def test_a_model_from_init_checkpoint_alone_is_evaluated_predicted_and_exported(
     assert (outcome["final_weights"], outcome["final_step"]) == (init, 0)
     assert outcome["predicted_with"] == _kernel_at(init) and outcome["export_dir"] == str(export / "0")
     assert _steps(out) == [] and "best_step" not in outcome
+
+
+def test_init_checkpoint_errors_name_the_flag_and_group0_is_used_only_when_asked(monkeypatch):
+    asked = []
+
+    def load_checkpoint(model, path, init_from_group0):  # pylint: disable=unused-argument
+        asked.append(init_from_group0)
+        if path == "misfit":
+            raise checkpoints.CheckpointMismatchError("misfit: shape of x differs")
+        if path == "missing":
+            raise checkpoints.CheckpointNotFoundError("missing: not found")
+        return "all weights loaded"
+
+    monkeypatch.setattr(runner.checkpoints, "load_checkpoint", load_checkpoint)
+    model = types.SimpleNamespace(config=tiny_config())
+    assert runner.load_init_checkpoint(model, types.SimpleNamespace(init_checkpoint="ok")) == "all weights loaded"
+    runner.load_init_checkpoint(model, types.SimpleNamespace(init_checkpoint="ok", init_from_group0=True))
+    assert asked == [False, True]
+    c = model.config
+    with pytest.raises(checkpoints.CheckpointMismatchError, match=re.escape(
+            f"--init_checkpoint misfit does not fit the model of the albert config (hidden_size={c.hidden_size}, "
+            f"num_hidden_layers={c.num_hidden_layers}, vocab_size={c.vocab_size}, ...): misfit: shape of x differs")):
+        runner.load_init_checkpoint(model, types.SimpleNamespace(init_checkpoint="misfit"))
+    with pytest.raises(checkpoints.CheckpointNotFoundError, match="^--init_checkpoint: missing: not found$"):
+        runner.load_init_checkpoint(model, types.SimpleNamespace(init_checkpoint="missing"))
 
 
 def test_a_resume_with_another_learning_rate_is_refused_unless_allowed(tmp_path):
