@@ -264,8 +264,9 @@ def test_a_model_from_init_checkpoint_alone_is_evaluated_predicted_and_exported(
     assert _steps(out) == [] and "best_step" not in outcome
 
 
-def test_init_checkpoint_errors_name_the_flag_and_group0_is_used_only_when_asked(monkeypatch):
+def test_init_checkpoint_errors_name_the_flag_and_group0_is_used_only_when_asked(monkeypatch, caplog):
     asked = []
+    caplog.set_level("INFO")
 
     def load_checkpoint(model, path, init_from_group0):  # pylint: disable=unused-argument
         asked.append(init_from_group0)
@@ -278,6 +279,7 @@ def test_init_checkpoint_errors_name_the_flag_and_group0_is_used_only_when_asked
     monkeypatch.setattr(runner.checkpoints, "load_checkpoint", load_checkpoint)
     model = types.SimpleNamespace(config=tiny_config())
     assert runner.load_init_checkpoint(model, types.SimpleNamespace(init_checkpoint="ok")) == "all weights loaded"
+    assert caplog.messages == ["Initialised from ok: all weights loaded"]
     runner.load_init_checkpoint(model, types.SimpleNamespace(init_checkpoint="ok", init_from_group0=True))
     assert asked == [False, True]
     c = model.config
