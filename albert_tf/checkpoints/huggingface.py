@@ -161,7 +161,9 @@ def check_config(model, config, path):
 
 
 def _tensors(arrays):
-    """`{Hugging Face name: float32 array}` of `{tf1_name: array}` (names Hugging Face has no tensor for dropped)."""
+    """`{Hugging Face name: float32 array}` of `{tf1_name: array}` (names Hugging Face has no tensor for dropped).
+    As transformers' own files, it holds no decoder weight or bias: those are tied to the word embeddings and to
+    `predictions.bias`."""
     tensors = {}
     for name, array in arrays.items():
         mapped = hf_name(name)
@@ -169,8 +171,6 @@ def _tensors(arrays):
             continue
         key, transposed = mapped
         tensors[key] = np.ascontiguousarray(array.T if transposed else array, dtype=np.float32)
-    if "predictions.bias" in tensors:  # decoder.weight is tied to the word embeddings and not stored
-        tensors["predictions.decoder.bias"] = tensors["predictions.bias"]
     return tensors
 
 

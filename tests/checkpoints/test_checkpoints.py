@@ -364,13 +364,12 @@ def test_huggingface_round_trip(cls, tmp_path):
 def test_huggingface_reference_save_reload(tmp_path):
     config, model, inputs, reference = _reference_model()
     directory = str(tmp_path / "resaved")
-    save_checkpoint(model, directory, "huggingface")
+    assert save_checkpoint(model, directory, "huggingface") == directory
     ours = load_file(os.path.join(directory, "model.safetensors"))
     theirs = load_file(os.path.join(REFERENCE, "groups2_inner2", "model.safetensors"))
-    assert set(theirs) <= set(ours)
+    assert set(ours) == set(theirs)  # the tied decoder weight and bias left out, as transformers leaves them
     for key, value in theirs.items():
         np.testing.assert_array_equal(ours[key], value, err_msg=key)
-    assert set(ours) - set(theirs) <= {"predictions.decoder.bias"}
     fresh = AlbertForPretraining(config)
     load_checkpoint(fresh, directory)
     _assert_same_outputs(model, fresh, inputs)
