@@ -186,6 +186,16 @@ def test_regression_head_is_one_output_with_its_problem_type(tmp_path):
     _close(theirs.logits, _ours(classifier, ids, mask, segments))
 
 
+def test_the_problem_type_is_regression_only_for_one_output_asked_to_be():
+    config = tiny_config()
+    one, three = ({"output_weights": np.zeros([n, config.hidden_size]), "output_bias": np.zeros([n])} for n in (1, 3))
+    assert "problem_type" not in huggingface.hf_config(config, one)
+    assert huggingface.hf_config(config, one, regression=True)["problem_type"] == "regression"
+    values = huggingface.hf_config(config, three, regression=True)
+    assert "problem_type" not in values and values["num_labels"] == 3
+    assert values["id2label"] == {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}
+
+
 def test_squad_v1_head_opens_as_question_answering(tmp_path):
     config = tiny_config()
     squad = _built(AlbertForSquad(config), seq_length=4)
