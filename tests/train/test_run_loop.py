@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from albert_tf import checkpoints
 from albert_tf.errors import DataError, RunError, UsageError
-from albert_tf.settings import setting
+from albert_tf.settings import Range, setting
 from albert_tf.tasks.common_settings import output_dir_setting
 from albert_tf.train import runner
 from tests.helpers import tiny_config
@@ -31,7 +31,7 @@ from tests.helpers import tiny_config
 class _LineParams(runner.RuntimeParams):
     output_dir: str = output_dir_setting("Where the run writes.", runner.RUN_WRITES)
     albert_config: object = dataclasses.field(default_factory=tiny_config)
-    learning_rate: float = setting(0.05, "The peak learning rate.")
+    learning_rate: float = setting(0.05, "The peak learning rate.", bounds=Range(0, low_open=True))
     init_checkpoint: str = None
     export_dir: str = None
     do_train: bool = True
@@ -45,6 +45,11 @@ class _LineParams(runner.RuntimeParams):
     train_file: str = None
     vocab_file: str = None
     log_every: int = 0
+
+
+@dataclasses.dataclass(kw_only=True)
+class _MaxSeqLineParams(_LineParams):
+    max_seq_length: int = 16
 
 
 class _Line(keras.Model):
@@ -304,6 +309,10 @@ def test_a_resume_with_another_learning_rate_is_refused_unless_allowed(tmp_path)
 
 def test_checks_come_before_anything_is_written(tmp_path):
     out = tmp_path / "run"
+    with pytest.raises(UsageError, match=r"^--learning_rate=0: must be greater than 0$"):  # params made in code
+        runner.run(_LineTask(), _LineParams(output_dir=str(out), learning_rate=0))
+    with pytest.raises(ValueError, match="--max_seq_length"):
+        runner.run(_LineTask(), _MaxSeqLineParams(output_dir=str(out), max_seq_length=513))
     with pytest.raises(UsageError, match="^the task says no$"):
         runner.run(_LineTask(fail_check="the task says no"), _LineParams(output_dir=str(out)))
     assert not out.exists()
