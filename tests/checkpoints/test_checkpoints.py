@@ -10,8 +10,9 @@ import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
-from safetensors.numpy import load_file
+from safetensors.numpy import load_file, save_file
 
+from albert_tf import fileio
 from albert_tf.checkpoints import (
     CheckpointError,
     detect_format,
@@ -24,6 +25,7 @@ from albert_tf.checkpoints import (
     save_checkpoint,
 )
 from albert_tf.config import AlbertConfig
+from albert_tf.errors import UsageError
 from albert_tf.model import AlbertForMultipleChoice, AlbertForPretraining, AlbertModel, dummy_inputs
 from tests.helpers import FIXTURES_DIR, randomize
 
@@ -400,6 +402,65 @@ def test_huggingface_weights_are_a_folders_model_safetensors_or_such_a_file(tmp_
     assert huggingface.weights_file(str(weights)) == str(weights)
     for path in (tmp_path / "empty", tmp_path / "other.bin", tmp_path / "absent.safetensors"):
         assert huggingface.weights_file(str(path)) is None, path
+
+
+def test_huggingface_folder_takes_an_export_only_when_empty_or_an_earlier_export(tmp_path):
+    problem = huggingface.folder_problem
+    (tmp_path / "file").write_text("x")
+    for name in ("empty", "earlier", "partial", "other"):
+        (tmp_path / name).mkdir()
+    for name in huggingface.MODEL_FILES:
+        (tmp_path / "earlier" / name).write_text("{}")
+    for name in huggingface.MODEL_FILES[:2]:
+        (tmp_path / "partial" / name).write_text("{}")
+    (tmp_path / "other" / "notes.txt").write_text("x")
+    assert [problem(str(tmp_path / name)) for name in ("missing", "empty", "earlier")] == [None, None, None]
+    assert problem(str(tmp_path / "file")) == "it is a file"
+    for name in ("partial", "other"):
+        assert problem(str(tmp_path / name)).startswith("it holds files that are not a Hugging Face export")
+    with pytest.raises(UsageError, match=f"^--output_path {tmp_path}/file: it is a file$"):
+        huggingface.check_export_folder(str(tmp_path / "file"), f"--output_path {tmp_path}/file")
+    huggingface.check_export_folder(str(tmp_path / "earlier"), "--output_path")
+
+
+def test_huggingface_folder_by_default_and_the_format_object(tmp_path):
+    """`write_folder` with its defaults (lowercasing, 512 positions, no regression, no overwrite) and the
+    format's own write (weights and config.json only), read_config, read and load (unused tensors reported)."""
+    config = _config(max_position_embeddings=512)
+    model = _built(AlbertModel, config)
+    arrays = model_arrays(model)
+    vocab = tmp_path / "vocab.txt"  # a WordPiece vocabulary of the model's size
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                               [f"w{i}" for i in range(config.vocab_size - 5)]) + "\n", encoding="utf-8")
+    folder = str(tmp_path / "hf")
+    assert huggingface.write_folder(folder, config, arrays, vocab_file=str(vocab)) == folder
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        assert f.read() == json.dumps(huggingface.hf_config(config, arrays), indent=2, sort_keys=True)
+    with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as f:
+        tokenizer = json.load(f)
+    assert (tokenizer["do_lower_case"], tokenizer["model_max_length"]) == (True, 512)
+    with pytest.raises(fileio.OutputError):
+        huggingface.write_folder(folder, config, arrays)
+    one_output = {"output_weights": np.zeros([1, config.hidden_size], np.float32),
+                  "output_bias": np.zeros([1], np.float32)}
+    huggingface.write_folder(str(tmp_path / "classifier"), config, {**arrays, **one_output})
+    with open(os.path.join(tmp_path, "classifier", "config.json"), encoding="utf-8") as f:
+        assert "problem_type" not in json.load(f)  # one output, not said to be a regression
+    fmt = huggingface.FORMAT
+    assert fmt.read_config(folder) == config
+    read = fmt.read(folder, list(arrays))
+    assert sorted(read) == sorted(arrays)
+    for name, value in arrays.items():
+        np.testing.assert_array_equal(read[name], value, err_msg=name)
+
+    written = str(tmp_path / "weights")
+    assert fmt.write(model, written) == written and sorted(os.listdir(written)) == ["config.json",
+                                                                                     "model.safetensors"]
+    tensors = load_file(os.path.join(written, "model.safetensors"))
+    tensors["albert.extra.weight"] = np.zeros([2], np.float32)
+    save_file(tensors, os.path.join(written, "model.safetensors"))
+    _, result, _ = fmt.load(_built(AlbertModel, config, seed=1), written)
+    assert result.unused == ["albert.extra.weight"]
 
 
 def test_huggingface_encoder_only_file_loads(tmp_path):
