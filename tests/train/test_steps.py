@@ -27,6 +27,8 @@ from tests.helpers import json_on_two_cpus
     (100, 30, 20, 60, (30, 4, 2, 10)),  # per_loop 20 does not divide the interval 30: gcd 10
     (125000, 5000, 1000, 0, (5000, 25, 0, 1000)),  # the original's defaults
     (125000, 5000, 1000, 45000, (5000, 25, 9, 1000)),
+    (10, 2, 2, 3, (2, 5, 1, 1)),        # resumed from step 3, saved at another interval: one step per call
+    (10, 4, 2, 1, (4, 3, 0, 1)),        # likewise from step 1, before this interval's first checkpoint
 ])
 def test_plan_steps_cases(total, save, per_loop, done, expected):
     assert plan_steps(total, save, per_loop, done) == expected
