@@ -126,8 +126,9 @@ class _LineTask:
         os.makedirs(export_dir)
         return export_dir
 
-    def data_error(self, params, error, evaluating=False):  # pylint: disable=unused-argument
-        return DataError(f"--train_file {params.train_file}: corrupt ({type(error).__name__})")
+    def data_error(self, params, error, evaluating=False):
+        flag = "--dev_file" if evaluating else f"--train_file {params.train_file}"
+        return DataError(f"{flag}: corrupt ({type(error).__name__})")
 
 
 def _weights_at(prefix):
@@ -341,6 +342,21 @@ def test_a_corrupt_training_file_is_the_tasks_error(tmp_path):
     bad.write_bytes(b"\x05" * 64)
     with pytest.raises(DataError, match=rf"^--train_file {bad}: corrupt \(DataLossError\)$"):
         runner.run(_LineTask(metric=None), _LineParams(output_dir=str(tmp_path / "run"), train_file=str(bad)))
+
+
+def test_a_corrupt_dev_file_is_the_tasks_error_and_another_models_folder_is_refused(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    runner.run(_LineTask(metric=None), _LineParams(output_dir=str(out), do_predict=False))
+
+    def corrupt(model, params, strategy):  # pylint: disable=unused-argument
+        raise tf.errors.DataLossError(None, None, "corrupted record at 12")
+
+    task = _LineTask(metric=None)
+    monkeypatch.setattr(task, "evaluate", corrupt)
+    with pytest.raises(DataError, match=r"^--dev_file: corrupt \(DataLossError\)$"):
+        runner.run(task, _LineParams(output_dir=str(out), do_train=False, do_eval=True, do_predict=False))
+    with pytest.raises(RunError, match=r"holds a run of a different model \(fields vocab_size differ"):
+        runner.run(_LineTask(metric=None), _LineParams(output_dir=str(out), albert_config=tiny_config(vocab_size=99)))
 
 
 def test_the_precision_policy_and_random_states_are_the_callers_again_after_a_run(tmp_path):
