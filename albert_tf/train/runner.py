@@ -256,7 +256,8 @@ def checkpoint_for(model):
 
 
 def restore_or_initialize(model, directory, keep_checkpoint_max, initialize=None):
-    """Resumes `model` (and its compiled, built optimizer) from the latest checkpoint in `directory`, or calls
+    """Resumes `model` (and its compiled optimizer, whose slots take their checkpointed values when Keras creates
+    them before the first step) from the latest checkpoint in `directory`, or calls
     `initialize()` when there is none. Returns (checkpoint manager, global step).
 
     A `checkpoint` state file (here or in `best_checkpoint/`) that is not one, or a latest checkpoint that cannot
@@ -405,7 +406,6 @@ def _run_locked(task, params, strategy, write_dir, chief):
                                                   schedule.num_warmup_steps, schedule.start_warmup_step,
                                                   schedule.poly_power)
         model.compile(optimizer=optimizer, jit_compile=params.jit_compile, **task.compile_args(params))
-        model.optimizer.build(model.trainable_variables)
         keep = schedule.keep_checkpoint_max if (schedule.keep_checkpoint_max or 0) > 0 else None  # 0: keep all
         initialize = (lambda: load_init_checkpoint(model, params)) if params.init_checkpoint else None
         manager, done = restore_or_initialize(model, write_dir, keep, initialize)
