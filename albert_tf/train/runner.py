@@ -406,7 +406,7 @@ def _run_locked(task, params, strategy, write_dir, chief):
                                                   schedule.num_warmup_steps, schedule.start_warmup_step,
                                                   schedule.poly_power)
         model.compile(optimizer=optimizer, jit_compile=params.jit_compile, **task.compile_args(params))
-        keep = schedule.keep_checkpoint_max if (schedule.keep_checkpoint_max or 0) > 0 else None  # 0: keep all
+        keep = schedule.keep_checkpoint_max or None  # 0: keep all
         initialize = (lambda: load_init_checkpoint(model, params)) if params.init_checkpoint else None
         manager, done = restore_or_initialize(model, write_dir, keep, initialize)
 

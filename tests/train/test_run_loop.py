@@ -359,6 +359,36 @@ def test_a_corrupt_dev_file_is_the_tasks_error_and_another_models_folder_is_refu
         runner.run(_LineTask(metric=None), _LineParams(output_dir=str(out), albert_config=tiny_config(vocab_size=99)))
 
 
+@pytest.mark.parametrize("where", ["", "best_checkpoint"])
+def test_a_checkpoint_state_file_that_is_not_one_is_named_before_anything_is_written(tmp_path, where):
+    out = tmp_path / "run"
+    runner.run(_LineTask(scores=(0.5, 0.9, 0.1)), _LineParams(output_dir=str(out), do_predict=False))
+    state = out / where / "checkpoint"
+    state.write_bytes(b"\xff\xfe not a state file")
+    before = sorted(os.listdir(out))
+    with pytest.raises(checkpoints.CorruptCheckpointError, match=f"{state} is corrupt"):
+        runner.run(_LineTask(), _LineParams(output_dir=str(out), num_train_steps=8))
+    assert sorted(os.listdir(out)) == before
+    with pytest.raises(checkpoints.CorruptCheckpointError, match=f"^--output_dir: {state} is corrupt"):
+        runner.restore_or_initialize(_Line(), str(out), 5)  # a worker's own folder is checked here too
+
+
+def test_a_checkpoint_of_other_objects_is_refused_and_a_resume_is_logged(tmp_path, caplog):
+    out = tmp_path / "run"
+    runner.run(_LineTask(metric=None), _LineParams(output_dir=str(out), do_predict=False))
+    caplog.set_level("INFO")
+    runner.run(_LineTask(metric=None), _LineParams(output_dir=str(out), num_train_steps=8, do_predict=False))
+    assert f"Resumed from {out / 'ckpt-6'} at step 6" in caplog.messages
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    for name in os.listdir(other):
+        if name.startswith("ckpt-8."):
+            os.remove(other / name)
+    tf.train.Checkpoint(unrelated=tf.Variable(1.0)).write(str(other / "ckpt-8"))  # the model's objects missing
+    with pytest.raises(RunError, match=f"^cannot resume from {other / 'ckpt-8'}: "):
+        runner.run(_LineTask(metric=None), _LineParams(output_dir=str(other), num_train_steps=10))
+
+
 def test_the_precision_policy_and_random_states_are_the_callers_again_after_a_run(tmp_path):
     random.seed(7)
     np.random.seed(7)
