@@ -256,8 +256,7 @@ def checkpoint_for(model):
 
 
 def restore_or_initialize(model, directory, keep_checkpoint_max, initialize=None):
-    """Resumes `model` (and its compiled optimizer, whose slots take their checkpointed values when Keras creates
-    them before the first step) from the latest checkpoint in `directory`, or calls
+    """Resumes `model` (and its compiled, built optimizer) from the latest checkpoint in `directory`, or calls
     `initialize()` when there is none. Returns (checkpoint manager, global step).
 
     A `checkpoint` state file (here or in `best_checkpoint/`) that is not one, or a latest checkpoint that cannot
@@ -286,9 +285,10 @@ def restore_or_initialize(model, directory, keep_checkpoint_max, initialize=None
     return manager, callbacks.global_step(model)
 
 
-def fit_to_step(model, dataset, manager, num_train_steps, save_checkpoints_steps, iterations_per_loop,
-                log_dir=None, log_every=100, extra_callbacks=()):
-    """Runs `fit` from the current global step to `num_train_steps`, saving checkpoints on the way.
+def fit_to_step(model, dataset, manager, num_train_steps, save_checkpoints_steps, iterations_per_loop, *,
+                log_every, log_dir=None, extra_callbacks=()):
+    """Runs `fit` from the current global step to `num_train_steps`, saving checkpoints on the way, logging every
+    `log_every` steps (0: quietly) and writing step summaries under `log_dir` when given.
 
     `dataset` must already skip the batches of the steps done. Returns (steps run, seconds).
     """
@@ -406,6 +406,7 @@ def _run_locked(task, params, strategy, write_dir, chief):
                                                   schedule.num_warmup_steps, schedule.start_warmup_step,
                                                   schedule.poly_power)
         model.compile(optimizer=optimizer, jit_compile=params.jit_compile, **task.compile_args(params))
+        model.optimizer.build(model.trainable_variables)  # its slots restored now, even when no step is left
         keep = schedule.keep_checkpoint_max or None  # 0: keep all
         initialize = (lambda: load_init_checkpoint(model, params)) if params.init_checkpoint else None
         manager, done = restore_or_initialize(model, write_dir, keep, initialize)

@@ -6,6 +6,7 @@ the precision policy and random states restored, and a corrupt training file nam
 and scripts, killed and resumed across replicas: tests/train/test_runner.py and tests/tasks/."""
 
 import dataclasses
+import gc
 import json
 import os
 import random
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import checkpoints
+from albert_tf import checkpoints, fileio
 from albert_tf.errors import DataError, RunError, UsageError
 from albert_tf.settings import Range, setting
 from albert_tf.tasks.common_settings import output_dir_setting
@@ -184,11 +185,16 @@ def test_a_run_trains_to_the_step_keeps_the_best_and_predicts_and_exports_with_i
     assert outcome["predicted_with"] == kernels[1]
 
     # At its last step already: nothing trained, nothing evaluated again; by default no XLA, no recomputation.
+    # The optimizer is restored whole all the same (no TensorFlow warning of checkpointed values left unrestored).
     task = _LineTask()
     outcome = runner.run(task, _LineParams(output_dir=out, num_train_steps=10, export_dir=None))
     assert outcome["start_step"] == outcome["step"] == 10 and "train_seconds" not in outcome
     assert task.model.jit_compile is False and task.model.encoder.remat is False
     assert task.skips == [] and task.evaluated == [] and outcome["best_step"] == 4
+    caplog.clear()
+    task.model = None
+    gc.collect()
+    assert not [m for m in caplog.messages if "could not be found in the restored object" in m]
 
 
 def test_a_run_stopped_at_a_checkpoint_resumes_to_the_uninterrupted_runs_weights(tmp_path):
@@ -199,8 +205,14 @@ def test_a_run_stopped_at_a_checkpoint_resumes_to_the_uninterrupted_runs_weights
         if name.startswith("ckpt-6."):
             os.remove(parts / name)
     (parts / "checkpoint").write_text('model_checkpoint_path: "ckpt-4"\nall_model_checkpoint_paths: "ckpt-4"\n')
+    (parts / "ckpt-9_temp").mkdir()  # what TF leaves when killed while saving
+    sidecar = fileio.sidecar_dir(str(parts))
+    os.makedirs(sidecar, exist_ok=True)
+    stale = os.path.join(sidecar, ".eval_results.txt.partial-999999999-0123abcd")  # its writer's pid is gone
+    open(stale, "w", encoding="utf-8").close()
     task = _LineTask(metric=None)
     resumed = runner.run(task, _LineParams(output_dir=str(parts)))
+    assert not (parts / "ckpt-9_temp").exists() and not os.path.exists(stale)
     assert (resumed["start_step"], task.skips) == (4, [4])
     assert resumed["predicted_with"] == ended["predicted_with"] == _kernel_at(str(whole / "ckpt-6")) != 0.0
     assert resumed["final_weights"] == str(parts / "ckpt-6") and resumed["final_step"] == 6
