@@ -287,14 +287,12 @@ def restore_or_initialize(model, directory, keep_checkpoint_max, initialize=None
 
 def fit_to_step(model, dataset, manager, num_train_steps, save_checkpoints_steps, iterations_per_loop, *,
                 log_every, log_dir=None, extra_callbacks=()):
-    """Runs `fit` from the current global step to `num_train_steps`, saving checkpoints on the way, logging every
-    `log_every` steps (0: quietly) and writing step summaries under `log_dir` when given.
+    """Runs `fit` from the current global step (below `num_train_steps`) to `num_train_steps`, saving checkpoints
+    on the way, logging every `log_every` steps (0: quietly) and writing step summaries under `log_dir` when given.
 
     `dataset` must already skip the batches of the steps done. Returns (steps run, seconds).
     """
     done = callbacks.global_step(model)
-    if done >= num_train_steps:
-        return 0, 0.0
     steps_per_epoch, epochs, initial_epoch, per_execution = plan_steps(
         num_train_steps, save_checkpoints_steps, iterations_per_loop, done)
     model.steps_per_execution = per_execution

@@ -101,7 +101,9 @@ class _LineTask:
     def compile_args(self, params):  # pylint: disable=unused-argument
         return {"loss": "mse"}
 
-    def prepare(self, params, strategy, cache_dir):  # pylint: disable=unused-argument
+    def prepare(self, params, strategy, cache_dir):
+        assert isinstance(params, _LineParams) and isinstance(strategy, tf.distribute.Strategy)
+        assert cache_dir == params.output_dir  # the chief's folder
         self.calls.append("prepare")
 
     def train_dataset(self, params, input_context, skip_batches):  # pylint: disable=unused-argument
@@ -242,6 +244,14 @@ def test_keep_checkpoint_max_keeps_the_latest_and_zero_keeps_all(tmp_path):
         runner.run(_LineTask(metric=None), _LineParams(output_dir=str(tmp_path / str(keep)), num_train_steps=12,
                                                        keep_checkpoint_max=keep, do_predict=False))
         assert _steps(tmp_path / str(keep)) == kept
+
+
+def test_each_checkpoint_is_evaluated_when_saved_before_keep_checkpoint_max_deletes_it(tmp_path):
+    out = str(tmp_path / "run")
+    task = _LineTask(scores=(0.1, 0.9, 0.5))
+    outcome = runner.run(task, _LineParams(output_dir=out, keep_checkpoint_max=1))
+    assert _steps(out) == [6] and sorted(outcome["eval_history"]) == [2, 4, 6] and len(set(task.evaluated)) == 3
+    assert outcome["best_step"] == 4 and outcome["predicted_with"] == task.evaluated[1]
 
 
 def test_without_a_metric_it_evaluates_once_at_the_end_with_the_latest_weights(tmp_path):
