@@ -296,7 +296,6 @@ def fit_to_step(model, dataset, manager, num_train_steps, save_checkpoints_steps
     steps_per_epoch, epochs, initial_epoch, per_execution = plan_steps(
         num_train_steps, save_checkpoints_steps, iterations_per_loop, done)
     model.steps_per_execution = per_execution
-    model.make_train_function(force=True)
     all_callbacks = [callbacks.StopOnNonFiniteLoss(),
                      callbacks.CheckpointCallback(manager, save_checkpoints_steps, num_train_steps),
                      callbacks.StopAtStep(num_train_steps), callbacks.StepLogger(num_train_steps, log_every),
