@@ -450,11 +450,8 @@ def _run_locked(task, params, strategy, write_dir, chief):
 
     if evaluator is not None:
         pending = [p for p in manager.checkpoints if callbacks.checkpoint_step(p) not in evaluator.history]
-        for prefix in pending:
+        for prefix in pending:  # each loads its weights; `_final_weights` loads those to predict with
             evaluator.evaluate_checkpoint(prefix, callbacks.checkpoint_step(prefix))
-        if pending and manager.latest_checkpoint:
-            with checkpoints.errors.reading(manager.latest_checkpoint):
-                tf.train.Checkpoint(model=model).read(manager.latest_checkpoint).expect_partial()
         if not manager.checkpoints and not evaluator.history:
             if not params.init_checkpoint:
                 raise RunError(f"nothing to evaluate: no checkpoint in {params.output_dir} and no --init_checkpoint")

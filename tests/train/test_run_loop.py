@@ -7,6 +7,7 @@ and scripts, killed and resumed across replicas: tests/train/test_runner.py and 
 
 import dataclasses
 import gc
+import glob
 import json
 import os
 import random
@@ -167,6 +168,7 @@ def test_a_run_trains_to_the_step_keeps_the_best_and_predicts_and_exports_with_i
     assert outcome["predicted_with"] == kernels[1] and outcome["export_dir"] == os.path.join(export, "4")
     assert _kernel_at(outcome["final_weights"]) == kernels[1]
     assert 0 < outcome["train_seconds"] <= elapsed
+    assert glob.glob(os.path.join(out, "train", "events.out.tfevents.*"))  # TensorBoard's step summaries
     assert outcome["train_examples_per_second"] == pytest.approx(6 * 4 / outcome["train_seconds"])  # steps x batch
     with open(os.path.join(out, "settings.json"), encoding="utf-8") as f:
         assert json.load(f)["settings"]["learning_rate"] == 0.05
@@ -252,6 +254,16 @@ def test_each_checkpoint_is_evaluated_when_saved_before_keep_checkpoint_max_dele
     outcome = runner.run(task, _LineParams(output_dir=out, keep_checkpoint_max=1))
     assert _steps(out) == [6] and sorted(outcome["eval_history"]) == [2, 4, 6] and len(set(task.evaluated)) == 3
     assert outcome["best_step"] == 4 and outcome["predicted_with"] == task.evaluated[1]
+
+
+def test_checkpoints_saved_without_evaluation_are_evaluated_on_the_next_start(tmp_path):
+    out = str(tmp_path / "run")
+    runner.run(_LineTask(metric=None), _LineParams(output_dir=out, do_predict=False))
+    task = _LineTask(scores=(0.1, 0.9, 0.5))
+    outcome = runner.run(task, _LineParams(output_dir=out))
+    kernels = [_kernel_at(os.path.join(out, f"ckpt-{step}")) for step in (2, 4, 6)]
+    assert task.evaluated == kernels and task.skips == [] and outcome["best_step"] == 4
+    assert outcome["predicted_with"] == kernels[1]
 
 
 def test_without_a_metric_it_evaluates_once_at_the_end_with_the_latest_weights(tmp_path):
