@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data import race
+from albert_tf.serving import race as serving_race
 from albert_tf.serving.race import export_race_model
 from albert_tf.serving.savedmodel import ExportError
 from albert_tf.tasks import race as race_task
@@ -70,6 +71,17 @@ def test_lengths_it_cannot_serve_are_refused(tmp_path):
     with pytest.raises(ValueError, match="max_seq_length"):
         export_race_model(model, str(tmp_path / "c"), tokenizer_file=SPM, is_sentencepiece=True, max_seq_length=256)
     assert not any((tmp_path / name).exists() for name in "abc")
+
+
+def test_the_longest_question_and_option_that_fits_is_accepted(tmp_path, monkeypatch):
+    """max_qa_length up to max_seq_length - 3 ([CLS] and two [SEP]) builds the text signature (stood in here: only
+    the check before it is under test)."""
+    built = []
+    monkeypatch.setattr(serving_race, "_text_signature", lambda *args: built.append(args[-2:]) or "text")
+    monkeypatch.setattr(serving_race, "save_module", lambda module, export_dir, signatures, overwrite: signatures)
+    signatures = export_race_model(race_task.build_model(tiny_config()), str(tmp_path / "race"), tokenizer_file=SPM,
+                                   is_sentencepiece=True, max_seq_length=32, max_qa_length=29)
+    assert signatures["text"] == "text" and built == [(32, 29)]
 
 
 def test_without_the_tokenizers_kind_there_is_no_text_signature(tmp_path):
