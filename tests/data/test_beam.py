@@ -336,27 +336,33 @@ def test_a_corpus_without_training_instances_is_one_line_and_leaves_nothing(tmp_
     assert os.listdir(tmp_path) == ["short.txt"]
 
 
+class _StubResult:
+    """A pipeline result whose run ends as `ending`: a state it returns, or an exception it raises. It records
+    `cancel` calls."""
+
+    def __init__(self, ending):
+        self.ending, self.cancelled = ending, []
+
+    def wait_until_finish(self):
+        if isinstance(self.ending, str):
+            return self.ending
+        raise self.ending
+
+    def cancel(self):
+        self.cancelled.append(True)
+
+
 @pytest.mark.parametrize("interrupted", [True, False], ids=["interrupted", "failed"])
 def test_an_interrupted_run_is_cancelled_a_failed_one_not_and_neither_leaves_anything(tmp_path, monkeypatch,
                                                                                      interrupted):
-    cancelled = []
-
-    class _Result:
-        def wait_until_finish(self):
-            if interrupted:
-                raise KeyboardInterrupt
-            return "FAILED"
-
-        def cancel(self):
-            cancelled.append(True)
-
-    monkeypatch.setattr(beam.Pipeline, "run", lambda self: _Result())
+    result = _StubResult(KeyboardInterrupt() if interrupted else "FAILED")
+    monkeypatch.setattr(beam.Pipeline, "run", lambda self: result)
     expected = pytest.raises(KeyboardInterrupt) if interrupted else pytest.raises(
         PretrainingDataError, match="^the Beam pipeline ended FAILED; no output was kept$")
     with expected:
         beam_pipeline.create_pretraining_data_beam(CORPUS[0], str(tmp_path / "out" / "pretraining"),
                                                    spm_model_file=SPM, config=CONFIG, pipeline_args=DIRECT)
-    assert cancelled == ([True] if interrupted else []) and os.listdir(tmp_path) == []
+    assert result.cancelled == ([True] if interrupted else []) and os.listdir(tmp_path) == []
 
 
 def test_a_log_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
@@ -383,7 +389,7 @@ def test_a_made_folder_that_cannot_be_removed_does_not_hide_the_error(tmp_path, 
         if not ignore_errors:
             raise PermissionError(13, "Permission denied", path)
 
-    monkeypatch.setattr(beam.Pipeline, "run", lambda self: types.SimpleNamespace(wait_until_finish=lambda: "FAILED"))
+    monkeypatch.setattr(beam.Pipeline, "run", lambda self: _StubResult("FAILED"))
     monkeypatch.setattr(shutil, "rmtree", undeletable)
     with pytest.raises(PretrainingDataError, match="^the Beam pipeline ended FAILED; no output was kept$"):
         beam_pipeline.create_pretraining_data_beam(CORPUS[0], str(tmp_path / "out" / "pretraining"),
