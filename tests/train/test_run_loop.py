@@ -13,6 +13,9 @@ import os
 import random
 import re
 import shutil
+import subprocess
+import sys
+import textwrap
 import time
 import types
 
@@ -26,19 +29,18 @@ from albert_tf.errors import DataError, RunError, UsageError
 from albert_tf.settings import Range, setting
 from albert_tf.tasks.common_settings import output_dir_setting
 from albert_tf.train import runner
-from tests.helpers import tiny_config
+from tests.helpers import subprocess_env, tiny_config
 
 
 @dataclasses.dataclass(kw_only=True)
-class _LineParams(runner.RuntimeParams):
+class _TrainOnlyParams(runner.RuntimeParams):
+    """The settings of a task with no --do_eval and no --do_predict (as pretraining has no --do_predict)."""
     output_dir: str = output_dir_setting("Where the run writes.", runner.RUN_WRITES)
     albert_config: object = dataclasses.field(default_factory=tiny_config)
     learning_rate: float = setting(0.05, "The peak learning rate.", bounds=Range(0, low_open=True))
     init_checkpoint: str = None
     export_dir: str = None
     do_train: bool = True
-    do_eval: bool = False
-    do_predict: bool = True
     num_train_steps: int = 6
     save_checkpoints_steps: int = 2
     keep_checkpoint_max: int = 5
@@ -47,6 +49,12 @@ class _LineParams(runner.RuntimeParams):
     train_file: str = None
     vocab_file: str = None
     log_every: int = 0
+
+
+@dataclasses.dataclass(kw_only=True)
+class _LineParams(_TrainOnlyParams):
+    do_eval: bool = False
+    do_predict: bool = True
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -103,7 +111,7 @@ class _LineTask:
         return {"loss": "mse"}
 
     def prepare(self, params, strategy, cache_dir):
-        assert isinstance(params, _LineParams) and isinstance(strategy, tf.distribute.Strategy)
+        assert isinstance(params, _TrainOnlyParams) and isinstance(strategy, tf.distribute.Strategy)
         assert cache_dir == params.output_dir  # the chief's folder
         self.calls.append("prepare")
 
@@ -125,8 +133,9 @@ class _LineTask:
     def predict(self, model, params, strategy, output_dir):  # pylint: disable=unused-argument
         return {"predicted_with": model.kernel()}
 
-    def export(self, model, params, export_dir):  # pylint: disable=unused-argument
-        self.calls.append(("export", export_dir))
+    def export(self, model, params, export_dir):
+        assert export_dir.startswith(params.export_dir)
+        self.calls.append(("export", export_dir, model.kernel()))
         os.makedirs(export_dir)
         return export_dir
 
@@ -159,7 +168,6 @@ def test_a_run_trains_to_the_step_keeps_the_best_and_predicts_and_exports_with_i
     assert "Training line from step 0 to 6, global batch size 4" in caplog.messages
     assert (outcome["start_step"], outcome["step"], outcome["num_train_steps"]) == (0, 6, 6)
     assert _steps(out) == [2, 4, 6] and task.skips == [0] and task.model.encoder.remat is True
-    assert task.calls == ["check", "prepare", ("export", os.path.join(export, "4"))]
     assert sorted(outcome["eval_history"]) == [2, 4, 6] and outcome["best_step"] == 4
     assert outcome["eval_results"]["score"] == 0.9 and outcome["eval_results"]["global_step"] == 4
     kernels = [_kernel_at(os.path.join(out, f"ckpt-{step}")) for step in (2, 4, 6)]
@@ -167,6 +175,7 @@ def test_a_run_trains_to_the_step_keeps_the_best_and_predicts_and_exports_with_i
     assert outcome["final_weights"] == os.path.join(out, "best_checkpoint", "ckpt-4") and outcome["final_step"] == 4
     assert outcome["predicted_with"] == kernels[1] and outcome["export_dir"] == os.path.join(export, "4")
     assert _kernel_at(outcome["final_weights"]) == kernels[1]
+    assert task.calls == ["check", "prepare", ("export", os.path.join(export, "4"), kernels[1])]
     assert 0 < outcome["train_seconds"] <= elapsed
     assert glob.glob(os.path.join(out, "train", "events.out.tfevents.*"))  # TensorBoard's step summaries
     assert outcome["train_examples_per_second"] == pytest.approx(6 * 4 / outcome["train_seconds"])  # steps x batch
@@ -186,6 +195,7 @@ def test_a_run_trains_to_the_step_keeps_the_best_and_predicts_and_exports_with_i
     assert sorted(outcome["eval_history"]) == [2, 4, 6, 8, 10] and outcome["best_step"] == 4
     assert task.evaluated == [_kernel_at(os.path.join(out, f"ckpt-{step}")) for step in (8, 10)]
     assert outcome["export_dir"] == os.path.join(export, "4") and task.calls == ["check", "prepare"]
+    assert f"{os.path.join(export, '4')} exists (an export of step 4): kept as it is" in caplog.messages
     assert outcome["predicted_with"] == kernels[1]
 
     # At its last step already: nothing trained, nothing evaluated again; by default no XLA, no recomputation.
@@ -222,6 +232,27 @@ def test_a_run_stopped_at_a_checkpoint_resumes_to_the_uninterrupted_runs_weights
     assert resumed["final_weights"] == str(parts / "ckpt-6") and resumed["final_step"] == 6
 
 
+def test_an_export_folder_another_process_holds_is_refused_after_training(tmp_path):
+    """Settings built in code (no script's guard around the run): the runner takes `--export_dir`'s lock itself."""
+    export = tmp_path / "export"
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys, time
+        from albert_tf import fileio
+        with fileio.DirectoryLock(sys.argv[1], "--export_dir"):
+            print("locked", flush=True)
+            time.sleep(60)
+    """), str(export)], stdout=subprocess.PIPE, text=True, env=subprocess_env())
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        task = _LineTask(metric=None)
+        with pytest.raises(RunError, match=rf"^--export_dir {export} is in use by another run \(pid {holder.pid} "):
+            runner.run(task, _LineParams(output_dir=str(tmp_path / "run"), export_dir=str(export)))
+        assert task.calls == ["check", "prepare"] and _steps(tmp_path / "run") == [2, 4, 6]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_the_seed_decides_the_run_and_the_last_interval_may_be_short(tmp_path):
     runs = [runner.run(_LineTask(metric=None), _LineParams(output_dir=str(tmp_path / f"run{i}"), random_seed=seed,
                                                            num_train_steps=5))
@@ -239,6 +270,20 @@ def test_keras_prints_an_epochs_summary_only_when_logging(tmp_path, capsys):
         assert [line for line in lines if line.startswith("Epoch ")] == (
             [f"Epoch {i}/3" for i in (1, 2, 3)] if log_every else [])
         assert sum(line.startswith("2/2 - ") and "loss: " in line for line in lines) == (3 if log_every else 0)
+
+
+def test_steps_run_per_call_as_iterations_per_loop_says_and_are_logged_by_global_step(tmp_path, caplog):
+    """`--log_every` counts global steps out of `num_train_steps`; `--iterations_per_loop` steps run in each call
+    into the device, so a line is written where a call ends on a multiple of `log_every`, and at the last step."""
+    caplog.set_level("INFO")
+    for per_loop, logged in ((1, [3, 6, 8]), (2, [6, 8])):
+        caplog.clear()
+        runner.run(_LineTask(metric=None), _LineParams(output_dir=str(tmp_path / str(per_loop)), num_train_steps=8,
+                                                       save_checkpoints_steps=4, iterations_per_loop=per_loop,
+                                                       log_every=3, do_predict=False))
+        lines = [m for m in caplog.messages if re.match(r"step \d+/", m)]
+        assert [line.split(":")[0] for line in lines] == [f"step {step}/8" for step in logged]
+        assert all("loss=" in line for line in lines)
 
 
 def test_keep_checkpoint_max_keeps_the_latest_and_zero_keeps_all(tmp_path):
@@ -266,16 +311,46 @@ def test_checkpoints_saved_without_evaluation_are_evaluated_on_the_next_start(tm
     assert outcome["predicted_with"] == kernels[1]
 
 
-def test_without_a_metric_it_evaluates_once_at_the_end_with_the_latest_weights(tmp_path):
+def test_a_finished_run_cleaned_down_to_its_best_checkpoint_still_predicts_with_it(tmp_path):
+    """The checkpoints of a finished run removed but `best_checkpoint/` and its record: a run without --do_train
+    evaluates nothing again and predicts with the best weights."""
+    out = tmp_path / "run"
+    first = runner.run(_LineTask(scores=(0.1, 0.9, 0.5)), _LineParams(output_dir=str(out)))
+    for name in os.listdir(out):
+        if name.startswith("ckpt-") or name == "checkpoint":
+            os.remove(out / name)
+    task = _LineTask()
+    outcome = runner.run(task, _LineParams(output_dir=str(out), do_train=False, do_eval=True))
+    assert task.evaluated == [] and outcome["best_step"] == 4 and outcome["eval_results"]["score"] == 0.9
+    assert outcome["predicted_with"] == first["predicted_with"] == _kernel_at(out / "best_checkpoint" / "ckpt-4")
+
+
+def test_without_a_metric_it_evaluates_once_at_the_end_with_the_latest_weights(tmp_path, caplog):
     out = str(tmp_path / "run")
     task = _LineTask(metric=None)
+    caplog.set_level("INFO")
     outcome = runner.run(task, _LineParams(output_dir=out, do_eval=True, keep_checkpoint_max=1))
+    assert f"Eval results: {outcome['eval_results']}" in caplog.messages
     assert _steps(out) == [6] and len(task.evaluated) == 1
     assert outcome["eval_results"] == {"score": 0.0, "kernel": task.evaluated[0], "global_step": 6}
     assert task.evaluated[0] == _kernel_at(os.path.join(out, "ckpt-6")) == outcome["predicted_with"]
     with open(outcome["eval_results_file"], encoding="utf-8") as f:
         assert "global_step = 6" in f.read().splitlines()
     assert "best_step" not in outcome and not os.path.exists(os.path.join(out, "best_checkpoint"))
+
+    task = _LineTask(metric=None)  # without --do_eval: a dev set is there, nothing is evaluated
+    outcome = runner.run(task, _LineParams(output_dir=str(tmp_path / "no_eval"), do_eval=False))
+    assert task.evaluated == [] and "eval_results" not in outcome
+    assert not os.path.exists(os.path.join(tmp_path, "no_eval", "eval_results.txt"))
+
+
+def test_a_task_without_eval_and_predict_flags_only_trains(tmp_path):
+    """Settings without `do_eval` and `do_predict` (a dev set there, no metric): nothing is evaluated, predicted
+    or loaded again after training."""
+    task = _LineTask(metric=None)
+    outcome = runner.run(task, _TrainOnlyParams(output_dir=str(tmp_path / "run")))
+    assert outcome["step"] == 6 and task.evaluated == []
+    assert not {"eval_results", "final_weights", "predicted_with"} & set(outcome)
 
 
 def test_a_model_from_init_checkpoint_alone_is_evaluated_predicted_and_exported(tmp_path, monkeypatch):
