@@ -82,6 +82,9 @@ def test_the_longest_question_and_option_that_fits_is_accepted(tmp_path, monkeyp
     signatures = export_race_model(race_task.build_model(tiny_config()), str(tmp_path / "race"), tokenizer_file=SPM,
                                    is_sentencepiece=True, max_seq_length=32, max_qa_length=29)
     assert signatures["text"] == "text" and built == [(32, 29)]
+    model = race_task.build_model(tiny_config(max_position_embeddings=512))
+    export_race_model(model, str(tmp_path / "defaults"), tokenizer_file=SPM, is_sentencepiece=True)
+    assert built[-1] == (512, 128)  # run_race.py's --max_seq_length and --max_qa_length
 
 
 def test_without_the_tokenizers_kind_there_is_no_text_signature(tmp_path):
