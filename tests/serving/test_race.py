@@ -73,15 +73,18 @@ def test_lengths_it_cannot_serve_are_refused(tmp_path):
     assert not any((tmp_path / name).exists() for name in "abc")
 
 
-def test_the_longest_question_and_option_that_fits_is_accepted(tmp_path, monkeypatch):
-    """max_qa_length up to max_seq_length - 3 ([CLS] and two [SEP]) builds the text signature (stood in here: only
-    the check before it is under test)."""
+def test_question_and_option_lengths_that_fit_are_accepted_and_the_defaults_are_run_races(tmp_path, monkeypatch):
+    """max_qa_length from 1 up to max_seq_length - 3 ([CLS] and two [SEP]) builds the text signature (stood in
+    here: only the check before it is under test), by default run_race.py's lengths."""
     built = []
     monkeypatch.setattr(serving_race, "_text_signature", lambda *args: built.append(args[-2:]) or "text")
     monkeypatch.setattr(serving_race, "save_module", lambda module, export_dir, signatures, overwrite: signatures)
     signatures = export_race_model(race_task.build_model(tiny_config()), str(tmp_path / "race"), tokenizer_file=SPM,
                                    is_sentencepiece=True, max_seq_length=32, max_qa_length=29)
     assert signatures["text"] == "text" and built == [(32, 29)]
+    export_race_model(race_task.build_model(tiny_config()), str(tmp_path / "shortest"), tokenizer_file=SPM,
+                      is_sentencepiece=True, max_seq_length=32, max_qa_length=1)
+    assert built[-1] == (32, 1)  # the shortest
     model = race_task.build_model(tiny_config(max_position_embeddings=512))
     export_race_model(model, str(tmp_path / "defaults"), tokenizer_file=SPM, is_sentencepiece=True)
     assert built[-1] == (512, 128)  # run_race.py's --max_seq_length and --max_qa_length
