@@ -63,8 +63,9 @@ def export_classifier(model, export_dir, tokenizer_file, do_lower_case=True, max
         return result
 
     def from_packed(packed):
-        # Drop the columns that are padding in every row: same outputs, less work.
-        length = tf.maximum(tf.reduce_max(tf.reduce_sum(packed["input_mask"], axis=1)), 1)
+        # Drop the columns that are padding in every row: same outputs, less work. Every row holds at least
+        # [CLS] and [SEP]; an empty batch keeps no column and gives empty outputs.
+        length = tf.reduce_max(tf.reduce_sum(packed["input_mask"], axis=1))
         return outputs(packed["input_ids"][:, :length], packed["input_mask"][:, :length],
                        packed["segment_ids"][:, :length])
 

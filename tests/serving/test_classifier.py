@@ -41,6 +41,7 @@ def _check(served, probabilities):
     np.testing.assert_array_equal(served["predictions"].numpy(), predictions)
     assert served["predictions"].dtype == tf.int32
     assert [label.decode() for label in served["labels"].numpy()] == [LABELS[i] for i in predictions]
+    assert served["threshold"].shape == [len(probabilities)]
     np.testing.assert_array_equal(served["threshold"].numpy(), [0.25] * len(probabilities))
 
 
@@ -66,6 +67,10 @@ def test_ids_examples_and_text_signatures_serve_the_models_probabilities(exporte
         name: tf.train.Feature(int64_list=tf.train.Int64List(value=singles[name][row, :lengths[row]].tolist()))
         for name in ("input_ids", "input_mask", "segment_ids")})).SerializeToString() for row in range(3)]
     _check(loaded.signatures["serialized_example"](serialized_example=tf.constant(examples)), single_expected)
+
+    none = tf.constant([], tf.string)  # an empty request: empty outputs
+    for served in (loaded.signatures["text"](text=none), loaded.signatures["text_pair"](text_a=none, text_b=none)):
+        assert served["probabilities"].shape == [0, 3] and served["threshold"].shape == [0]
 
 
 def test_regression_serves_the_score_and_no_labels(tmp_path):
