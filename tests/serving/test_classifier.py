@@ -124,7 +124,7 @@ def test_the_defaults_inference_mode_and_the_id_check(tmp_path):
     for _ in range(2):
         served = loaded.serve_text(text=tf.constant([long_text, "HELLO"]))
         np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-5)
-    assert int(loaded.max_seq_length.numpy()) == 128
+    assert int(loaded.max_seq_length.numpy()) == 128 and not loaded.max_seq_length.trainable  # a setting, not a weight
     assert bool(loaded.signatures["tokenization_info"]()["do_lower_case"].numpy()) is True
     served = loaded.serve(**{k: tf.constant(v) for k, v in features.items()})
     np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-5)
