@@ -234,7 +234,8 @@ def test_text_export_answers_as_the_python_postprocessing_does(tmp_path, version
     dirs = serving_squad.export_squad_model(model, str(tmp_path / "export"), spm_model_file=SPM, max_seq_length=seq,
                                             doc_stride=stride, max_query_length=query,
                                             null_score_diff_threshold=threshold)
-    assert sorted(dirs) == ["ids", "text"]
+    assert dirs == {kind: str(tmp_path / "export" / kind) for kind in ("ids", "text")}
+    assert sorted(tf.saved_model.load(dirs["ids"]).signatures) == ["serving_default", "tokenization_info"]
     answer = tf.saved_model.load(dirs["text"]).signatures["serving_default"]
     served = {k: v.numpy() for k, v in answer(question=tf.constant([e.question_text for e in examples] + ["Who?"]),
                                               context=tf.constant([e.paragraph_text for e in examples] + [""])).items()}
