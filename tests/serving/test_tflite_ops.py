@@ -4,6 +4,7 @@ is refused naming the op, through the library, `exports.export` and `export_mode
 
 import json
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -153,7 +154,10 @@ def test_a_tflite_model_runs_any_batch_and_names_a_wrong_input():
 
     module = _Sum()
     converter = tf.lite.TFLiteConverter.from_concrete_functions([module.serve.get_concrete_function()], module)
-    model = tflite.TFLiteModel(converter.convert())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = tflite.TFLiteModel(converter.convert())
+    assert not caught  # tf.lite.Interpreter's notice of its move to LiteRT is not passed on
     assert model.input_shapes == {name: (-1, SEQ) for name in ("input_ids", "input_mask", "segment_ids")}
     assert model.output_names == ("logits",)
     ids = np.arange(3 * SEQ, dtype=np.int64).reshape(3, SEQ)  # int64 taken as the signature's int32
