@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from albert_tf import fileio
 from albert_tf.errors import AlbertError
+from albert_tf.serving.loading import load_saved_model
 
 try:  # registers the ops of the in-graph tokenizer; models on ids need only tensorflow
     import tensorflow_text  # noqa: F401  pylint: disable=unused-import
@@ -196,11 +197,8 @@ class Predictor:
     """
 
     def __init__(self, export_dir, encoder_dir=None, outputs=None):
-        for path in (export_dir, encoder_dir):
-            if path and not tf.saved_model.contains_saved_model(path):
-                raise PredictError(f"no SavedModel in {path}")
-        self.model = tf.saved_model.load(export_dir)
-        self.encoder = tf.saved_model.load(encoder_dir) if encoder_dir else None
+        self.model = load_saved_model(export_dir, PredictError)
+        self.encoder = load_saved_model(encoder_dir, PredictError) if encoder_dir else None
         self.outputs = list(outputs) if outputs else None
         if self.encoder is not None:
             if "serving_default" not in self.encoder.signatures:

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from albert_tf import fileio
 from albert_tf.checkpoints import ensure_built
+from albert_tf.serving.loading import load_saved_model
 from albert_tf.serving.savedmodel import ID_FEATURES, ExportError, serving_root
 
 QUANTIZE_MODES = (None, "dynamic_int8")
@@ -108,13 +109,7 @@ def _reference_and_shape(model_or_savedmodel, seq_length):
     max positions or None, vocab size or None) for a Keras model or a SavedModel directory."""
     if isinstance(model_or_savedmodel, (str, os.PathLike)):
         path = os.fspath(model_or_savedmodel)
-        if not tf.saved_model.contains_saved_model(path):
-            raise ExportError(f"no SavedModel in {path}")
-        try:
-            loaded = tf.saved_model.load(path)
-        except (tf.errors.OpError, ValueError, IndexError, KeyError) as err:  # a truncated or damaged variables file
-            reason = (getattr(err, "message", None) or str(err) or type(err).__name__).splitlines()[0]
-            raise ExportError(f"the SavedModel in {path} cannot be loaded (truncated or damaged?): {reason}") from None
+        loaded = load_saved_model(path, ExportError)
         if "serving_default" not in loaded.signatures:
             raise ExportError(f"the SavedModel in {path} has no serving_default signature")
         signature = loaded.signatures["serving_default"]

@@ -5,6 +5,7 @@ model server would; bad files and exports are refused with a clear message."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -364,6 +365,14 @@ def test_a_predictor_picks_the_string_signature_and_the_outputs_asked(lengths_ex
         predictor.predict(["a" * 9])
     with pytest.raises(batch_prediction.PredictError, match=rf"^no SavedModel in {tmp_path}$"):
         batch_prediction.Predictor(str(tmp_path))
+    with pytest.raises(batch_prediction.PredictError, match=rf"^no SavedModel in {tmp_path}$"):
+        batch_prediction.Predictor(lengths_export, encoder_dir=str(tmp_path))
+    damaged = tmp_path / "damaged"
+    shutil.copytree(lengths_export, damaged)
+    (damaged / "saved_model.pb").write_bytes((damaged / "saved_model.pb").read_bytes()[:50])
+    with pytest.raises(batch_prediction.PredictError, match=rf"^the SavedModel in {damaged} cannot be loaded "
+                                                            r"\(truncated or damaged\?\): "):
+        batch_prediction.Predictor(str(damaged))
     with pytest.raises(batch_prediction.PredictError, match=r"'s serving_default takes input_ids, not the ids "):
         batch_prediction.Predictor(lengths_export, encoder_dir=lengths_export)
     ids_only = tmp_path / "ids"

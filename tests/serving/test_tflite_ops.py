@@ -4,6 +4,7 @@ is refused naming the op, through the library, `exports.export` and `export_mode
 
 import json
 import os
+import shutil
 import warnings
 
 import numpy as np
@@ -167,7 +168,39 @@ def test_a_tflite_model_runs_any_batch_and_names_a_wrong_input():
     with pytest.raises(ValueError, match=r"^TFLite model inputs are input_ids, input_mask, segment_ids; missing: "
                                          r"segment_ids, unknown: token_type_ids$"):
         model(input_ids=ids, input_mask=ids, token_type_ids=ids)
+    with pytest.raises(ValueError, match=r"; missing: segment_ids, unknown: none$"):
+        model(input_ids=ids, input_mask=ids)
+    with pytest.raises(ValueError, match=r"; missing: none, unknown: token_type_ids$"):
+        model(input_ids=ids, input_mask=ids, segment_ids=ids, token_type_ids=ids)
     with pytest.raises(ValueError, match=r"^input 'input_mask' has shape \[3, 4\]; the TFLite model takes \[-1, 8\]"):
         model(input_ids=ids, input_mask=ids[:, :4], segment_ids=ids)
     with pytest.raises(ValueError, match=r"input 'input_ids' has shape \[24\]"):
         model(input_ids=ids.reshape(-1), input_mask=ids, segment_ids=ids)
+
+
+def test_the_interpreter_gets_num_threads_only_when_given(monkeypatch):
+    made = []
+
+    class _Recording(tf.lite.Interpreter):
+        def __init__(self, **kwargs):
+            made.append(sorted(k for k in kwargs if k != "model_content") + [kwargs.get("num_threads")])
+            super().__init__(**kwargs)
+
+    module = _CumprodModel()
+    content = tf.lite.TFLiteConverter.from_concrete_functions([module.serve.get_concrete_function()], module)
+    content.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
+    content = content.convert()
+    monkeypatch.setattr(tf.lite, "Interpreter", _Recording)
+    tflite.TFLiteModel(content)
+    tflite.TFLiteModel(content, num_threads=2)
+    assert made == [[None], ["num_threads", 2]]
+
+
+def test_a_damaged_saved_model_is_named_not_a_traceback(cumprod_saved_model, tmp_path):
+    damaged = tmp_path / "damaged"
+    shutil.copytree(cumprod_saved_model, damaged)
+    (damaged / "saved_model.pb").write_bytes((damaged / "saved_model.pb").read_bytes()[:50])
+    with pytest.raises(ExportError, match=rf"^the SavedModel in {damaged} cannot be loaded \(truncated or "
+                                          r"damaged\?\): \S"):
+        tflite.export_tflite(str(damaged), str(tmp_path / "model.tflite"), seq_length=SEQ)
+    assert not (tmp_path / "model.tflite").exists()
