@@ -10,7 +10,9 @@ import json
 import os
 import subprocess
 import sys
+import types
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -303,3 +305,17 @@ def test_the_preprocessing_tokenizer_and_packing_without_an_export():
     words = tf.ragged.constant([[[10, 11], [12]], [[20]]], tf.int32)
     assert tfhub.pack_segments([words], 5, specials)["input_word_ids"].numpy().tolist() == \
         [[2, 10, 11, 12, 3], [2, 20, 3, 0, 0]]
+
+
+def test_a_weight_without_a_place_in_model_gardens_albert_is_refused():
+    """Each weight of a part run on Model Garden's variables must have its TF1 entry and that entry's variable."""
+    layer = keras.layers.Dense(2, name="extra")
+    layer.build((None, 3))
+    with pytest.raises(ExportError, match=r"^weight extra/kernel has no place in Model Garden's ALBERT$"):
+        tfhub._StatelessPart(layer, [], {})  # pylint: disable=protected-access
+    entries = [types.SimpleNamespace(variable=v, name=f"w{i}") for i, v in enumerate(layer.trainable_variables)]
+    variables = {"w0": tf.Variable(tf.ones([3, 2])), "w1": tf.Variable(tf.ones([2]))}
+    with pytest.raises(ExportError, match=r"^weight extra/bias has no place"):
+        tfhub._StatelessPart(layer, entries, {"w0": variables["w0"]})  # pylint: disable=protected-access
+    part = tfhub._StatelessPart(layer, entries, variables)  # pylint: disable=protected-access
+    assert part(tf.ones([1, 3])).numpy().tolist() == [[4.0, 4.0]]
