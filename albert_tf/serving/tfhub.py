@@ -112,9 +112,9 @@ class _StatelessPart:
     def __call__(self, *args, **kwargs):
         values = [tf.reshape(source, shape) for source, shape in self.sources]
         outputs, seeds = self.layer.stateless_call(values, [s.read_value() for s in self.seeds], *args, **kwargs)
-        if kwargs.get("training") and self.seeds:
-            with tf.control_dependencies([s.assign(v) for s, v in zip(self.seeds, seeds)]):
-                outputs = tf.nest.map_structure(tf.identity, outputs)
+        if kwargs.get("training"):  # inference draws no masks: its states come back unchanged
+            for state, value in zip(self.seeds, seeds):
+                state.assign(value)  # run by tf.function with the call (automatic control dependencies)
         return outputs
 
 
