@@ -8,7 +8,6 @@ def load_saved_model(path, error):
     """`tf.saved_model.load(path)`; raises `error` (an `AlbertError` class) naming `path` when there is no
     SavedModel there or its files are truncated or damaged (TF raises OSError, OpError, ValueError, IndexError or
     KeyError depending on which file and where)."""
-    path = str(path)
     if not tf.saved_model.contains_saved_model(path):
         raise error(f"no SavedModel in {path}")
     try:

@@ -59,3 +59,12 @@ def test_a_truncated_file_is_named_in_one_line_with_tensorflows_reason(saved, tm
     with pytest.raises(_Refused, match=rf"^the SavedModel in {damaged} cannot be loaded \(truncated or damaged\?\): "
                                        rf"{reason}$"):
         load_saved_model(damaged, _Refused)
+
+
+def test_a_reason_over_several_lines_is_given_by_its_first(saved, monkeypatch):
+    def refuse(path):
+        raise tf.errors.DataLossError(None, None, "checksum mismatch in variables.data\n\t [[{{node RestoreV2}}]]")
+
+    monkeypatch.setattr(tf.saved_model, "load", refuse)
+    with pytest.raises(_Refused, match=r"\(truncated or damaged\?\): checksum mismatch in variables.data$"):
+        load_saved_model(saved, _Refused)

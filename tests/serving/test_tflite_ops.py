@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.model import AlbertForPretraining, AlbertModel
 from albert_tf.serving import tflite
 from albert_tf.serving.savedmodel import ExportError
 from albert_tf.tasks import exports
-from tests.helpers import flag_args, log_tail, run_script
+from tests.helpers import flag_args, log_tail, run_script, tiny_config
 
 SEQ = 8
 
@@ -204,3 +205,19 @@ def test_a_damaged_saved_model_is_named_not_a_traceback(cumprod_saved_model, tmp
                                           r"damaged\?\): \S"):
         tflite.export_tflite(str(damaged), str(tmp_path / "model.tflite"), seq_length=SEQ)
     assert not (tmp_path / "model.tflite").exists()
+
+
+@pytest.mark.parametrize("model_class", [AlbertModel, AlbertForPretraining])
+def test_an_encoder_or_pretraining_model_not_yet_built_exports_its_encoders_outputs(tmp_path, model_class):
+    """A Keras model fresh from its constructor (no weights yet): built by the export; a pretraining model gives
+    its encoder's outputs, not its heads'."""
+    model = model_class(tiny_config())
+    result = tflite.export_tflite(model, str(tmp_path / "model.tflite"), seq_length=SEQ)
+    assert result.outputs == ("pooled_output", "sequence_output") and result.input_shape == (-1, SEQ)
+    ids = np.random.default_rng(0).integers(5, 100, (2, SEQ)).astype(np.int32)
+    features = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
+    encoder = getattr(model, "albert", model)
+    expected = encoder(features, training=False)
+    served = tflite.TFLiteModel(result.path)(**features)
+    for name in result.outputs:
+        np.testing.assert_allclose(served[name], expected[name].numpy(), atol=1e-4)
