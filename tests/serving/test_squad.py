@@ -140,8 +140,11 @@ def test_graph_windows_and_max_context_owners_are_the_features_on_random_layouts
     """The text export's windows (`context_windows`) and max-context mask (`max_context_mask`) against
     `data.squad.doc_spans_for` and `max_context_owners`, which the Python features use."""
     rng = np.random.default_rng(0)
-    # and windows of 256 and 100 pieces, where the length bonus (0.01 a piece) outweighs one piece of context
-    for questions, contexts, max_seq_length, doc_stride in [([1], [300], 260, 200), *_random_layouts(rng, 60)]:
+    # and windows of 256 and 100 pieces, where the length bonus (0.01 a piece) outweighs one piece of context;
+    # and of 252 and 125 pieces, the last piece only in the short one (the long one's score there, -1 + 2.52,
+    # beats the short one's 1.25 unless a window that does not hold a piece is out of the running)
+    for questions, contexts, max_seq_length, doc_stride in [([1], [300], 260, 200), ([1], [253], 256, 128),
+                                                            *_random_layouts(rng, 60)]:
         windows = serving_squad.context_windows(_ragged(questions, 1), _ragged(contexts, 10_000), max_seq_length,
                                                 doc_stride)
         doc_offset = tf.gather(tf.constant([q + 2 for q in questions], tf.int64), windows["example"])
