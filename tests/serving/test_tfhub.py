@@ -201,6 +201,11 @@ def test_encoder_only_export_has_no_mlm_and_dropout_follows_training(tmp_path):
     assert not np.allclose(first, outputs["sequence_output"])
     with pytest.raises(tf.errors.InvalidArgumentError, match="exceeds max_position_embeddings"):
         loaded({k: np.tile(v, (1, 2)) for k, v in hub_inputs.items()})
+    assert loaded.trainable_variables and all(v.dtype.is_floating for v in loaded.trainable_variables)  # weights
+    with pytest.raises(ExportError, match="exists"):  # no overwrite unless asked
+        tfhub.export_tfhub(model, export_dir, vocab_file=str(vocab))
+    defaults = tf.saved_model.load(tfhub.export_tfhub(model, str(tmp_path / "defaults"), vocab_file=str(vocab)))
+    assert defaults.do_lower_case.numpy() and not defaults.do_lower_case.trainable  # a setting, not a weight
 
 
 @pytest.mark.slow
