@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.model import AlbertForPretraining, AlbertModel
+from albert_tf.model.squad import AlbertForSquad
 from albert_tf.serving import tflite
 from albert_tf.serving.savedmodel import ExportError
 from albert_tf.tasks import exports
@@ -211,7 +212,7 @@ def test_a_damaged_saved_model_is_named_not_a_traceback(cumprod_saved_model, tmp
 def test_an_encoder_or_pretraining_model_not_yet_built_exports_its_encoders_outputs(tmp_path, model_class):
     """A Keras model fresh from its constructor (no weights yet): built by the export; a pretraining model gives
     its encoder's outputs, not its heads'."""
-    model = model_class(tiny_config())
+    model = model_class(tiny_config(hidden_dropout_prob=0.5))  # the export runs it in inference mode
     result = tflite.export_tflite(model, str(tmp_path / "model.tflite"), seq_length=SEQ)
     assert result.outputs == ("pooled_output", "sequence_output") and result.input_shape == (-1, SEQ)
     ids = np.random.default_rng(0).integers(5, 100, (2, SEQ)).astype(np.int32)
@@ -221,3 +222,17 @@ def test_an_encoder_or_pretraining_model_not_yet_built_exports_its_encoders_outp
     served = tflite.TFLiteModel(result.path)(**features)
     for name in result.outputs:
         np.testing.assert_allclose(served[name], expected[name].numpy(), atol=1e-4)
+
+
+def test_a_squad_v2_model_exports_its_heads_with_the_beams_indices_as_integers(tmp_path):
+    model = AlbertForSquad(tiny_config(hidden_dropout_prob=0.5), version_2=True, start_n_top=2, end_n_top=2)
+    result = tflite.export_tflite(model, str(tmp_path / "squad.tflite"), seq_length=SEQ)
+    ids = np.random.default_rng(1).integers(5, 100, (2, SEQ)).astype(np.int32)
+    segments = np.array([[0] * 3 + [1] * (SEQ - 3)] * 2, np.int32)
+    features = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": segments}
+    expected = {k: v.numpy() for k, v in model(features, training=False).items()}
+    served = tflite.TFLiteModel(result.path)(**features)
+    assert sorted(served) == sorted(expected) == sorted(result.outputs)
+    for name, value in expected.items():
+        assert served[name].dtype == value.dtype, name  # float32 scores, int32 indices
+        np.testing.assert_allclose(served[name], value, atol=1e-4, err_msg=name)
