@@ -7,6 +7,7 @@ The export decodes pieces, so its text is the normalised form of the Python path
 compares `preprocess_text` of the Python answer (lowercased, accents dropped, whitespace folded) with the export's
 answer, whitespace folded."""
 
+import inspect
 import json
 import os
 import subprocess
@@ -24,6 +25,7 @@ from albert_tf.serving import squad as serving_squad
 from albert_tf.tasks.squad import SquadParams, run_squad
 from albert_tf.text.tokenization import FullTokenizer, preprocess_text
 from tests.helpers import SPM, SQUAD_V1, randomize, tiny_config
+from tests.original_flags import ORIGINAL_FLAGS
 
 # Questions of data/squad/dev-v1.1-sample.json whose paragraphs run to 200-350 pieces and whose answers come late.
 QUESTION_IDS = ("5726534d708984140094c271", "57286192ff5b5019007da1e0", "5726559edd62a815002e81cb",
@@ -267,3 +269,12 @@ def test_text_export_answers_as_the_python_postprocessing_does(tmp_path, version
     assert served["answer_text"][-1] == b"" and served["answer_score"][-1] == np.float32(-1e30)  # no span: -1e30
     if version_2:
         assert sum(served["is_impossible"][:3]) == 1
+
+
+def test_the_exports_defaults_are_run_squads_flags():
+    """Called without them, the export cuts and ranks as the original's run_squad_v1/v2.py flags do by default."""
+    defaults = {name: parameter.default
+                for name, parameter in inspect.signature(serving_squad.export_squad_model).parameters.items()}
+    for name in ("do_lower_case", "max_seq_length", "doc_stride", "max_query_length", "max_answer_length",
+                 "n_best_size"):
+        assert defaults[name] == ORIGINAL_FLAGS["run_squad_v1.py"][name] == ORIGINAL_FLAGS["run_squad_v2.py"][name]
