@@ -314,3 +314,19 @@ def json_on_two_cpus(code, timeout=300):
                          text=True, timeout=timeout)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def lock_held_elsewhere(directory, what):
+    """Another process holding `fileio.DirectoryLock(directory, what)` for the block; yields its pid."""
+    code = ("import sys, time\nfrom albert_tf import fileio\n"
+            "with fileio.DirectoryLock(sys.argv[1], sys.argv[2]):\n"
+            "    print('locked', flush=True)\n    time.sleep(60)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(directory), what], stdout=subprocess.PIPE, text=True,
+                              env=subprocess_env())
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()

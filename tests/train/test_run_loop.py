@@ -13,9 +13,6 @@ import os
 import random
 import re
 import shutil
-import subprocess
-import sys
-import textwrap
 import time
 import types
 
@@ -29,7 +26,7 @@ from albert_tf.errors import DataError, RunError, UsageError
 from albert_tf.settings import Range, setting
 from albert_tf.tasks.common_settings import output_dir_setting
 from albert_tf.train import runner
-from tests.helpers import subprocess_env, tiny_config
+from tests.helpers import lock_held_elsewhere, tiny_config
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -235,22 +232,11 @@ def test_a_run_stopped_at_a_checkpoint_resumes_to_the_uninterrupted_runs_weights
 def test_an_export_folder_another_process_holds_is_refused_after_training(tmp_path):
     """Settings built in code (no script's guard around the run): the runner takes `--export_dir`'s lock itself."""
     export = tmp_path / "export"
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
-        import sys, time
-        from albert_tf import fileio
-        with fileio.DirectoryLock(sys.argv[1], "--export_dir"):
-            print("locked", flush=True)
-            time.sleep(60)
-    """), str(export)], stdout=subprocess.PIPE, text=True, env=subprocess_env())
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with lock_held_elsewhere(export, "--export_dir") as pid:
         task = _LineTask(metric=None)
-        with pytest.raises(RunError, match=rf"^--export_dir {export} is in use by another run \(pid {holder.pid} "):
+        with pytest.raises(RunError, match=rf"^--export_dir {export} is in use by another run \(pid {pid} "):
             runner.run(task, _LineParams(output_dir=str(tmp_path / "run"), export_dir=str(export)))
         assert task.calls == ["check", "prepare"] and _steps(tmp_path / "run") == [2, 4, 6]
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_the_seed_decides_the_run_and_the_last_interval_may_be_short(tmp_path):

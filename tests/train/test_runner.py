@@ -25,6 +25,7 @@ from tests.helpers import (
     SQUAD_V1,
     checkpoint_weights,
     flag_args,
+    lock_held_elsewhere,
     log_tail,
     sst2_classifier_params,
     subprocess_env,
@@ -149,22 +150,11 @@ def test_squad_on_two_replicas_killed_and_resumed_is_bit_identical(tmp_path):
 
 def test_a_second_run_on_the_same_output_dir_is_refused_naming_the_holder(tmp_path):
     out = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
-        import sys, time
-        from albert_tf import fileio
-        with fileio.DirectoryLock(sys.argv[1], "--output_dir"):
-            print("locked", flush=True)
-            time.sleep(60)
-    """), str(out)], stdout=subprocess.PIPE, text=True, env=subprocess_env())
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with lock_held_elsewhere(out, "--output_dir") as pid:
         start = time.time()
-        with pytest.raises(RunError, match=rf"--output_dir {out} is in use by another run \(pid {holder.pid}"):
+        with pytest.raises(RunError, match=rf"--output_dir {out} is in use by another run \(pid {pid}"):
             run_classifier(sst2_classifier_params(out))
         assert time.time() - start < 30  # refused at once, before any data or model work
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 @pytest.mark.slow
