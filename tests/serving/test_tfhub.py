@@ -194,6 +194,9 @@ def test_encoder_only_export_has_no_mlm_and_dropout_follows_training(tmp_path):
     outputs = loaded(hub_inputs)
     np.testing.assert_allclose(outputs["sequence_output"], expected["sequence_output"], atol=ATOL)
     assert len(outputs["encoder_outputs"]) == 3
+    served = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in hub_inputs.items()})
+    for i, want in enumerate(tf.nest.flatten(outputs)):  # the signature serves in inference mode too
+        np.testing.assert_allclose(served["albert_encoder" if i == 0 else f"albert_encoder_{i}"], want, atol=ATOL)
     for got, want in zip(outputs["encoder_outputs"], expected["encoder_outputs"]):
         np.testing.assert_allclose(got, want, atol=ATOL)
     first, second = (loaded(hub_inputs, training=True)["sequence_output"].numpy() for _ in range(2))
