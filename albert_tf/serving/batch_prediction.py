@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from albert_tf import fileio
 from albert_tf.errors import AlbertError
-from albert_tf.serving.loading import load_saved_model
+from albert_tf.serving.loading import load_saved_model, require_saved_model
 
 try:  # registers the ops of the in-graph tokenizer; models on ids need only tensorflow
     import tensorflow_text  # noqa: F401  pylint: disable=unused-import
@@ -197,6 +197,9 @@ class Predictor:
     """
 
     def __init__(self, export_dir, encoder_dir=None, outputs=None):
+        for path in (export_dir, encoder_dir):  # both named before either is loaded
+            if path:
+                require_saved_model(path, PredictError)
         self.model = load_saved_model(export_dir, PredictError)
         self.encoder = load_saved_model(encoder_dir, PredictError) if encoder_dir else None
         self.outputs = list(outputs) if outputs else None

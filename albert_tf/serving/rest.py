@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from albert_tf.errors import AlbertError
 from albert_tf.serving.batch_prediction import PredictError, refusal, to_json
+from albert_tf.serving.loading import load_saved_model
 
 
 class RestError(AlbertError):
@@ -78,12 +79,11 @@ class ServingSession:
     """
 
     def __init__(self, export_dir, tags=("serve",)):
-        if not tf.saved_model.contains_saved_model(export_dir):
-            raise PredictError(f"no SavedModel in {export_dir}")
         self.graph = tf.Graph()
         self.session = tf.compat.v1.Session(graph=self.graph)
         with self.graph.as_default():
-            meta_graph = tf.compat.v1.saved_model.loader.load(self.session, list(tags), export_dir)
+            meta_graph = load_saved_model(export_dir, PredictError, lambda path: tf.compat.v1.saved_model.loader.load(
+                self.session, list(tags), path))
         self.signatures = {name: sig for name, sig in meta_graph.signature_def.items()
                            if not name.startswith("__")}
 

@@ -382,3 +382,11 @@ def test_a_predictor_picks_the_string_signature_and_the_outputs_asked(lengths_ex
                                                             r"string tensor\(s\); it has: serving_default\(input_ids: "
                                                             r"int32\)$"):
         batch_prediction.Predictor(str(ids_only)).signature_for(2)
+
+
+def test_both_folders_are_checked_before_either_export_is_loaded(lengths_export, tmp_path, monkeypatch):
+    loaded = []
+    monkeypatch.setattr(batch_prediction, "load_saved_model", lambda path, error: loaded.append(path))
+    with pytest.raises(batch_prediction.PredictError, match=rf"^no SavedModel in {tmp_path / 'absent'}$"):
+        batch_prediction.Predictor(lengths_export, encoder_dir=str(tmp_path / "absent"))
+    assert loaded == []

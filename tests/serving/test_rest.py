@@ -149,3 +149,16 @@ def test_the_session_is_closed_by_close_and_by_leaving_its_block(tmp_path):
     served.close()
     with pytest.raises(RuntimeError, match="closed Session"):
         served.predict({"inputs": [1.0]})
+
+
+def test_a_missing_or_damaged_export_is_one_line(tmp_path):
+    module = tf.Module()
+    module.f = tf.function(lambda x: {"y": x + 1.0}, input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+    tf.saved_model.save(module, str(tmp_path / "m"), signatures={"serving_default": module.f})
+    with pytest.raises(rest.PredictError, match=rf"^no SavedModel in {tmp_path / 'absent'}$"):
+        ServingSession(str(tmp_path / "absent"))
+    graph = tmp_path / "m" / "saved_model.pb"
+    graph.write_bytes(graph.read_bytes()[:50])
+    with pytest.raises(rest.PredictError, match=rf"^the SavedModel in {tmp_path / 'm'} cannot be loaded \(truncated "
+                                                r"or damaged\?\): "):
+        ServingSession(str(tmp_path / "m"))
