@@ -226,7 +226,7 @@ def export_tfhub(model, export_dir, spm_model_file=None, vocab_file=None, do_low
 class _Tokenizer:
     """Model Garden's tokenization: strings [batch] -> int32 ragged ids, and the special tokens' ids."""
 
-    def __init__(self, spm_model_file=None, vocab_file=None, do_lower_case=True):
+    def __init__(self, spm_model_file, vocab_file, do_lower_case):
         self.do_lower_case = bool(do_lower_case)
         self.sentencepiece = bool(spm_model_file)
         if spm_model_file:

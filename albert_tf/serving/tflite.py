@@ -154,7 +154,11 @@ def _reference_and_shape(model_or_savedmodel, seq_length):
 
 
 def sample_id_inputs(shape, vocab_size=None, seed=0):
-    """Deterministic id inputs of `shape` (batch first) with varied real lengths and both segments."""
+    """Deterministic id inputs of `shape` (batch first) with varied real lengths and both segments.
+
+    Real ids are drawn from [5, min(vocab_size or 1000, 30000)): past the five special pieces and inside the
+    vocabulary; each row holds at least [CLS] and one piece, and the first row is full.
+    """
     rng = np.random.RandomState(seed)
     seq = shape[-1]
     ids = rng.randint(5, min(vocab_size or 1000, 30000), size=shape).astype(np.int32)

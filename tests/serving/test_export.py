@@ -428,7 +428,10 @@ def test_tflite_classifier_float32_and_int8_on_sst2(tmp_path, tokenizer):
     # The flatbuffer answers any batch size and refuses another sequence length.
     lite = tflite.TFLiteModel(os.path.join(fp32["export_dir"], "model.tflite"))
     batch = {k: v[:3] for k, v in features.items()}
-    assert_close(lite(**batch)["logits"], model(batch).numpy(), atol=1e-4)
+    answer = lite(**batch)
+    assert_close(answer["logits"], model(batch).numpy(), atol=1e-4)
+    probabilities = np.exp(answer["logits"]) / np.exp(answer["logits"]).sum(-1, keepdims=True)  # over the labels
+    assert_close(answer["probabilities"], probabilities, atol=1e-6)
     with pytest.raises(ValueError, match="input 'input_ids' has shape"):
         lite(**{k: v[:, :32] for k, v in batch.items()})
 

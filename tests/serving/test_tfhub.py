@@ -65,6 +65,8 @@ for name, path in spec["encoders"].items():
         "variables": [[v.name, v.shape.as_list()] for v in encoder.variables],
         "trainable_variables": [v.name for v in encoder.trainable_variables],
         "mlm_variables": [v.name for v in encoder.mlm.variables] if hasattr(encoder, "mlm") else None,
+        "mlm_trainable_variables": [v.name for v in getattr(encoder.mlm, "trainable_variables", ())]
+                                   if hasattr(encoder, "mlm") else None,
         "sp_model_file": encoder.sp_model_file.asset_path.numpy().decode().rsplit("/", 1)[-1]
                          if hasattr(encoder, "sp_model_file") else None,
         "call_outputs": sorted(encoder(inputs)),
@@ -136,7 +138,7 @@ def test_tfhub_export_answers_model_gardens_calling_convention(mg_fixtures, our_
     ours = json.loads(str(answers["ours.described"]))
     theirs = json.loads(str(answers["mg.described"]))
     assert ours == {**theirs, "sp_model_file": "spm-1k.model"} and theirs["sp_model_file"] == "spm-1k.model"
-    assert len(ours["variables"]) == 25 and len(ours["mlm_variables"]) == 30
+    assert len(ours["variables"]) == 25 and len(ours["mlm_variables"]) == len(ours["mlm_trainable_variables"]) == 30
     assert ours["call_outputs"] == ["default", "encoder_outputs", "pooled_output", "sequence_output"]
     keys = ["sequence_output", "pooled_output", "default", "encoder_outputs_0", "encoder_outputs_1"]
     for call in ("", ".training_false", ".positional", ".numpy_inputs"):
@@ -290,7 +292,7 @@ def test_the_preprocessing_tokenizer_and_packing_without_an_export():
     sp = sentencepiece.SentencePieceProcessor(model_file=SPM)
     texts = ["Crème BRÛLÉE for Señor Ødegaard", "the end"]
     for lower in (True, False):
-        tokenizer = tfhub._Tokenizer(spm_model_file=SPM, do_lower_case=lower)  # pylint: disable=protected-access
+        tokenizer = tfhub._Tokenizer(SPM, None, do_lower_case=lower)  # pylint: disable=protected-access
         marks_dropped = ["".join(c for c in unicodedata.normalize("NFD", t) if unicodedata.category(c) != "Mn")
                          for t in texts]
         expected = [sp.encode(t.casefold() if lower else t) for t in marks_dropped]

@@ -108,6 +108,13 @@ def test_sample_inputs_have_a_full_row_varied_lengths_and_both_segments():
     assert lengths.min() == 4 and (lengths[1:] == 12).any()  # a third of the sequence up to all of it
     assert (tflite.sample_id_inputs((6, 12), seed=2)["input_ids"] != tflite.sample_id_inputs((6, 12), seed=1)[
         "input_ids"]).any()
+    # Real ids span every ordinary piece: from 5 (after <pad>, <unk>, [CLS], [SEP], [MASK]) up to the vocabulary
+    # (1000 when none is given, at most 30000); the shortest row of a short sequence still holds [CLS] and a piece.
+    for vocab, top in ((None, 999), (40000, 29999)):
+        features = tflite.sample_id_inputs((3000, 128), vocab_size=vocab)
+        real = features["input_ids"][:, 1:][features["input_mask"][:, 1:] == 1]
+        assert real.min() == 5 and real.max() == top
+    assert tflite.sample_id_inputs((300, 4))["input_mask"].sum(-1).min() == 2
 
 
 def test_compare_outputs_batch_by_batch():
