@@ -8,6 +8,7 @@ answer through TF Serving's session loader; the export loads back bit for bit.""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -280,6 +281,25 @@ def test_export_types_and_refusals(mg_fixtures, tmp_path):
         "cls/predictions/output_bias", "cls/predictions/transform/LayerNorm/beta",
         "cls/predictions/transform/LayerNorm/gamma", "cls/predictions/transform/dense/bias",
         "cls/predictions/transform/dense/kernel"]
+
+
+def test_a_vocabulary_without_a_special_token_is_refused_by_its_name(tmp_path):
+    """[CLS], [SEP] and [PAD] must be in a WordPiece vocabulary ([MASK] may be missing); the error names the token
+    that is not."""
+    def vocab(name, *tokens):
+        path = tmp_path / f"{name}.txt"
+        path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+        return str(path)
+
+    tokenizer = tfhub._Tokenizer  # pylint: disable=protected-access
+    full = tokenizer(None, vocab("full", "[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello"), True)
+    assert full.specials == {"vocab_size": 5, "padding_id": 0, "start_of_sequence_id": 2, "end_of_segment_id": 3}
+    for missing, key in (("[PAD]", "padding_id"), ("[CLS]", "start_of_sequence_id"),
+                         ("[SEP]", "end_of_segment_id")):
+        tokens = [t for t in ("[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]", "hello") if t != missing]
+        path = vocab(key, *tokens)
+        with pytest.raises(ExportError, match=f"^{re.escape(path)} has no {re.escape(missing)} token \\({key}\\)$"):
+            tokenizer(None, path, True)
 
 
 def test_the_preprocessing_tokenizer_and_packing_without_an_export():

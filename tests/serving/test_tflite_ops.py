@@ -5,6 +5,7 @@ is refused naming the op, through the library, `exports.export` and `export_mode
 import json
 import os
 import shutil
+import types
 import warnings
 
 import numpy as np
@@ -61,6 +62,15 @@ def test_ops_not_builtin_reads_the_converters_message():
                "error: 'tf.Cumprod' op is neither a custom op nor a flex op")
     assert tflite.ops_not_builtin(RuntimeError(message)) == ["tf.Cumprod", "tf.Lgamma"]
     assert tflite.ops_not_builtin(RuntimeError("something else went wrong")) == []
+    # The converter's structured errors, when it gives them: only the ops it could not express, by name.
+    structured = RuntimeError("conversion failed")
+    structured.errors = [
+        types.SimpleNamespace(operator=types.SimpleNamespace(name=name), error_message=text) for name, text in (
+            ("tf.Cumprod", "'tf.Cumprod' op is neither a custom op nor a flex op"),
+            ("tf.Add", "failed to legalize an unrelated attribute"),
+            ("", "'' op is neither a custom op nor a flex op"),
+            ("tf.Lgamma", "error: 'tf.Lgamma' op is neither a custom op nor a flex op"))]
+    assert tflite.ops_not_builtin(structured) == ["tf.Cumprod", "tf.Lgamma"]
 
 
 @pytest.mark.slow
@@ -115,6 +125,9 @@ def test_sample_inputs_have_a_full_row_varied_lengths_and_both_segments():
         real = features["input_ids"][:, 1:][features["input_mask"][:, 1:] == 1]
         assert real.min() == 5 and real.max() == top
     assert tflite.sample_id_inputs((300, 4))["input_mask"].sum(-1).min() == 2
+    odd = tflite.sample_id_inputs((300, 5))  # the second segment starts at half the real length, rounded down
+    half = odd["input_mask"].sum(-1, keepdims=True) // 2
+    assert (odd["segment_ids"] == ((np.arange(5) >= half) & (odd["input_mask"] == 1))).all()
 
 
 def test_compare_outputs_batch_by_batch():
