@@ -153,6 +153,36 @@ def test_compare_outputs_batch_by_batch():
         {"examples": 5, "output": "score", "max_abs_diff": 0.0}
 
 
+def test_conversion_tries_builtin_ops_first_and_names_a_failure_by_its_first_line():
+    class _Converter:
+        """Answers each convert() with the next outcome, recording the ops sets it was asked for."""
+
+        def __init__(self, *outcomes):
+            self.target_spec = types.SimpleNamespace(supported_ops=None)
+            self.outcomes, self.tried = list(outcomes), []
+
+        def convert(self):
+            self.tried.append(list(self.target_spec.supported_ops))
+            outcome = self.outcomes.pop(0)
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+
+    convert = tflite._convert  # pylint: disable=protected-access
+    builtins, select = tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS
+    converter = _Converter(b"builtin")
+    assert convert(converter, True) == (b"builtin", False) and converter.tried == [[builtins]]
+    flex = RuntimeError("error: 'tf.Cumprod' op is neither a custom op nor a flex op")
+    converter = _Converter(flex, b"flex")
+    assert convert(converter, True) == (b"flex", True) and converter.tried == [[builtins], [builtins, select]]
+    with pytest.raises(ExportError, match=r"not TFLite builtins: tf.Cumprod; pass --allow_select_tf_ops"):
+        convert(_Converter(flex), False)
+    for error, first in ((RuntimeError("\n  \n  the first line \nthe second"), "the first line"),
+                         (ValueError(), "ValueError"), (RuntimeError("x" * 600), "x" * 500)):
+        with pytest.raises(ExportError, match=f"^TFLite conversion failed: {first}$"):
+            convert(_Converter(error), True)
+
+
 def test_an_export_summary_says_what_was_written():
     info = tflite.TFLiteExport(path="m.tflite", size_bytes=2_345_678, quantize="dynamic_int8", seq_length=8,
                                input_shape=(-1, 8), outputs=("logits", "probabilities"),
@@ -228,14 +258,18 @@ def test_a_damaged_saved_model_is_named_not_a_traceback(cumprod_saved_model, tmp
     assert not (tmp_path / "model.tflite").exists()
 
 
-@pytest.mark.parametrize("model_class", [AlbertModel, AlbertForPretraining])
-def test_an_encoder_or_pretraining_model_not_yet_built_exports_its_encoders_outputs(tmp_path, model_class):
+@pytest.mark.parametrize("model_class, seq_length", [(AlbertModel, SEQ), (AlbertForPretraining, None)])
+def test_an_encoder_or_pretraining_model_not_yet_built_exports_its_encoders_outputs(tmp_path, model_class,
+                                                                                    seq_length):
     """A Keras model fresh from its constructor (no weights yet): built by the export; a pretraining model gives
-    its encoder's outputs, not its heads'."""
+    its encoder's outputs, not its heads'. Without seq_length the inputs take 128 positions (export_model.py's
+    default too)."""
     model = model_class(tiny_config(hidden_dropout_prob=0.5))  # the export runs it in inference mode
-    result = tflite.export_tflite(model, str(tmp_path / "model.tflite"), seq_length=SEQ)
-    assert result.outputs == ("pooled_output", "sequence_output") and result.input_shape == (-1, SEQ)
-    ids = np.random.default_rng(0).integers(5, 100, (2, SEQ)).astype(np.int32)
+    length = {"seq_length": seq_length} if seq_length else {}
+    result = tflite.export_tflite(model, str(tmp_path / "model.tflite"), **length)
+    seq_length = seq_length or 128
+    assert result.outputs == ("pooled_output", "sequence_output") and result.input_shape == (-1, seq_length)
+    ids = np.random.default_rng(0).integers(5, 100, (2, seq_length)).astype(np.int32)
     features = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
     encoder = getattr(model, "albert", model)
     expected = encoder(features, training=False)
