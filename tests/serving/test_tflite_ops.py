@@ -4,6 +4,8 @@ is refused naming the op, through the library, `exports.export` and `export_mode
 
 import json
 import os
+import pathlib
+import re
 import shutil
 import types
 import warnings
@@ -276,6 +278,24 @@ def test_an_encoder_or_pretraining_model_not_yet_built_exports_its_encoders_outp
     served = tflite.TFLiteModel(result.path)(**features)
     for name in result.outputs:
         np.testing.assert_allclose(served[name], expected[name].numpy(), atol=1e-4)
+
+
+def test_the_tflite_file_may_be_a_bare_name_and_is_replaced_only_on_request(tmp_path, monkeypatch):
+    model = AlbertModel(tiny_config())
+    monkeypatch.chdir(tmp_path)
+    written = os.path.join(os.getcwd(), "model.tflite")
+    assert tflite.export_tflite(model, "model.tflite", seq_length=SEQ, verify=False).path == written
+    with open(written, "rb") as f:
+        flatbuffer = f.read()
+    with pytest.raises(ExportError, match=f"^{re.escape(written)} exists; pass --overwrite to replace it$"):
+        tflite.export_tflite(model, "model.tflite", seq_length=SEQ)
+    with open(written, "wb") as f:
+        f.write(b"an older export")
+    tflite.export_tflite(model, pathlib.Path("model.tflite"), seq_length=SEQ, overwrite=True, verify=False)
+    with open(written, "rb") as f:
+        assert f.read() == flatbuffer
+    with pytest.raises(ExportError, match=f"^{re.escape(os.getcwd())} is a directory; give the .tflite file"):
+        tflite.export_tflite(model, ".", seq_length=SEQ)
 
 
 def test_a_squad_v2_model_exports_its_heads_with_the_beams_indices_as_integers(tmp_path):
