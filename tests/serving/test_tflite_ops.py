@@ -296,6 +296,9 @@ def test_the_tflite_file_may_be_a_bare_name_and_is_replaced_only_on_request(tmp_
         assert f.read() == flatbuffer
     with pytest.raises(ExportError, match=f"^{re.escape(os.getcwd())} is a directory; give the .tflite file"):
         tflite.export_tflite(model, ".", seq_length=SEQ)
+    with pytest.raises(ExportError, match="^seq_length must be at least 2, got 1$"):  # [CLS] and [SEP] at least
+        tflite.export_tflite(model, "short.tflite", seq_length=1)
+    assert tflite.export_tflite(model, "short.tflite", seq_length=2).input_shape == (-1, 2)
 
 
 def test_a_squad_v2_model_exports_its_heads_with_the_beams_indices_as_integers(tmp_path):
