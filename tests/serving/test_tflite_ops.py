@@ -280,8 +280,10 @@ def test_an_encoder_or_pretraining_model_not_yet_built_exports_its_encoders_outp
         np.testing.assert_allclose(served[name], expected[name].numpy(), atol=1e-4)
 
 
-def test_the_tflite_file_may_be_a_bare_name_and_is_replaced_only_on_request(tmp_path, monkeypatch):
-    model = AlbertModel(tiny_config())
+def test_the_tflite_file_and_its_sequence_length_are_checked_before_converting(tmp_path, monkeypatch):
+    """A bare file name is written in the working folder; an existing file is replaced only with overwrite, a
+    folder never; the length is from 2 ([CLS] and [SEP]) to max_position_embeddings."""
+    model = AlbertModel(tiny_config(max_position_embeddings=16))
     monkeypatch.chdir(tmp_path)
     written = os.path.join(os.getcwd(), "model.tflite")
     assert tflite.export_tflite(model, "model.tflite", seq_length=SEQ, verify=False).path == written
@@ -299,6 +301,9 @@ def test_the_tflite_file_may_be_a_bare_name_and_is_replaced_only_on_request(tmp_
     with pytest.raises(ExportError, match="^seq_length must be at least 2, got 1$"):  # [CLS] and [SEP] at least
         tflite.export_tflite(model, "short.tflite", seq_length=1)
     assert tflite.export_tflite(model, "short.tflite", seq_length=2).input_shape == (-1, 2)
+    assert tflite.export_tflite(model, "long.tflite", seq_length=16).input_shape == (-1, 16)
+    with pytest.raises(ExportError, match="^seq_length 17 exceeds max_position_embeddings 16$"):
+        tflite.export_tflite(model, "longer.tflite", seq_length=17)
 
 
 def test_a_squad_v2_model_exports_its_heads_with_the_beams_indices_as_integers(tmp_path):
