@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data import squad
+from albert_tf.errors import UsageError
 from albert_tf.evaluation import squad_postprocessing as post
 from albert_tf.model import AlbertForSquad, dummy_inputs
 from albert_tf.serving import squad as serving_squad
@@ -269,6 +270,25 @@ def test_text_export_answers_as_the_python_postprocessing_does(tmp_path, version
     assert served["answer_text"][-1] == b"" and served["answer_score"][-1] == np.float32(-1e30)  # no span: -1e30
     if version_2:
         assert sum(served["is_impossible"][:3]) == 1
+
+
+def test_the_length_checks_leave_room_for_one_context_piece():
+    """[CLS], the question's max_query_length pieces and two [SEP] leave at least one place for the context."""
+    class _Reached(Exception):
+        pass
+
+    class _Model:
+        @property
+        def weights(self):  # the export's first look at the model, after its checks
+            raise _Reached
+
+    with pytest.raises(_Reached):
+        serving_squad.export_squad_model(_Model(), "unused", max_seq_length=20, max_query_length=16, doc_stride=1)
+    with pytest.raises(UsageError, match=r"^max_seq_length \(19\) must be greater than max_query_length \(16\) \+ 3: "
+                                         r"the windows would hold no context$"):
+        serving_squad.export_squad_model(_Model(), "unused", max_seq_length=19, max_query_length=16)
+    with pytest.raises(UsageError, match="^doc_stride must be at least 1, got 0$"):
+        serving_squad.export_squad_model(_Model(), "unused", max_seq_length=20, max_query_length=16, doc_stride=0)
 
 
 def test_the_exports_defaults_are_run_squads_flags():
