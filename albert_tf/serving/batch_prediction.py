@@ -31,6 +31,7 @@ import tensorflow as tf
 from albert_tf import fileio
 from albert_tf.errors import AlbertError
 from albert_tf.serving.loading import load_saved_model, require_saved_model
+from albert_tf.serving.savedmodel import refusal
 
 try:  # registers the ops of the in-graph tokenizer; models on ids need only tensorflow
     import tensorflow_text  # noqa: F401  pylint: disable=unused-import
@@ -174,17 +175,6 @@ def to_json(value):
     if isinstance(value, (np.generic,)):
         return value.item()
     return value
-
-
-def refusal(error):
-    """The first line of the message of an export's check (e.g. "sequence length exceeds
-    max_position_embeddings (128)"), without TF's graph context."""
-    message = error.message
-    for marker in ("sequence length exceeds", "input_ids outside the vocabulary"):
-        if marker in message:
-            found = message[message.index(marker):]
-            return found[:found.index(")") + 1] if ")" in found else found.split("\n")[0]
-    return next((line for line in message.splitlines() if line.strip() and "Graph execution" not in line), message)
 
 
 class Predictor:

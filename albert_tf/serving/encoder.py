@@ -16,6 +16,7 @@ the Python tokenizer (`albert_tf.text.preprocessor.AlbertTextPreprocessor`), plu
 
 import tensorflow as tf
 
+from albert_tf.checkpoints import ensure_built
 from albert_tf.serving.savedmodel import ExportError, attach_tokenizer, checked_ids, ids_spec, save_module
 from albert_tf.serving.text_module import TextPreprocessorModule
 from albert_tf.text.preprocessor import AlbertTextPreprocessor
@@ -25,8 +26,9 @@ def export_encoder(model, export_dir, tokenizer_file=None, do_lower_case=True, o
     """Exports an `AlbertModel` or `AlbertForPretraining` (see module docstring); returns the directory.
 
     A task model (classifier, SQuAD, RACE) exports its encoder (`model.albert`): the fine-tuned encoder weights,
-    without the head.
+    without the head. A model not yet built is built first (its weights must exist outside the traced functions).
     """
+    ensure_built(model)
     encoder = getattr(model, "albert", model)
     module = tf.Module()
     module.model = model

@@ -13,8 +13,9 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.errors import AlbertError
-from albert_tf.serving.batch_prediction import PredictError, refusal, to_json
+from albert_tf.serving.batch_prediction import PredictError, to_json
 from albert_tf.serving.loading import load_saved_model
+from albert_tf.serving.savedmodel import refusal
 
 
 class RestError(AlbertError):

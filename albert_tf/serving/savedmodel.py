@@ -222,6 +222,18 @@ def checked_ids(input_ids, max_positions, axis=1, vocab_size=None):
         return tf.identity(input_ids)
 
 
+def refusal(error):
+    """The line of `checked_ids`' message that a failed check (an `InvalidArgumentError`) holds, e.g. "sequence
+    length exceeds max_position_embeddings (128)", without TF's graph context; else the first line of the
+    message that is not TF's "Graph execution error"."""
+    message = error.message
+    for marker in ("sequence length exceeds", "input_ids outside the vocabulary"):
+        if marker in message:
+            found = message[message.index(marker):]
+            return found[:found.index(")") + 1] if ")" in found else found.split("\n")[0]
+    return next((line for line in message.splitlines() if line.strip() and "Graph execution" not in line), message)
+
+
 def saved_model_size(export_dir):
     """Bytes on disk: {"variables": ..., "total": ...} (the variables are the weights, stored once each)."""
     total = variables = 0

@@ -48,7 +48,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf import keras_internals
-from albert_tf.checkpoints import model_garden
+from albert_tf.checkpoints import ensure_built, model_garden
 from albert_tf.checkpoints.name_table import encoder_entries, pretraining_head_entries
 from albert_tf.serving.savedmodel import ExportError, checked_ids, save_module
 
@@ -168,6 +168,7 @@ def export_tfhub(model, export_dir, spm_model_file=None, vocab_file=None, do_low
     missing tokenizer, or an existing `export_dir` without `overwrite`.
     """
     encoder, config = _check_exportable(model)
+    ensure_built(model)
     by_tf1, entries, encoder_variables, mlm_variables = _model_garden_variables(model, config.num_attention_heads)
     run_encoder = _StatelessPart(encoder, entries, by_tf1)
     max_positions = config.max_position_embeddings

@@ -21,7 +21,7 @@ import tensorflow as tf
 from albert_tf import fileio
 from albert_tf.checkpoints import ensure_built
 from albert_tf.serving.loading import load_saved_model
-from albert_tf.serving.savedmodel import ID_FEATURES, ExportError, serving_root
+from albert_tf.serving.savedmodel import ID_FEATURES, ExportError, refusal, serving_root
 
 QUANTIZE_MODES = (None, "dynamic_int8")
 _NOT_BUILTIN = re.compile(r"'(tf\.[A-Za-z0-9_]+)' op is neither a custom op nor a flex op")
@@ -240,7 +240,7 @@ def export_tflite(model_or_savedmodel, path, quantize=None, seq_length=128, over
         try:
             serve(**{k: tf.constant(v) for k, v in probe.items()})
         except tf.errors.InvalidArgumentError as err:
-            raise ExportError(f"the SavedModel does not take seq_length {seq_length}: {err.message}") from None
+            raise ExportError(f"the SavedModel does not take seq_length {seq_length}: {refusal(err)}") from None
 
     module = tf.Module()
     module.model = owner

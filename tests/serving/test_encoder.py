@@ -76,10 +76,12 @@ def test_ids_are_checked_in_the_graph(pretraining, signature):
 
 
 def test_a_plain_encoder_has_no_pretraining_signatures_nor_tokenizer(tmp_path):
-    model = AlbertModel(tiny_config())
-    model(dummy_inputs(), training=False)
+    model = AlbertModel(tiny_config())  # not built yet: the export builds it
     loaded = tf.saved_model.load(export_encoder(model, str(tmp_path / "encoder")))
     assert sorted(loaded.signatures) == ["serving_default"]
+    features = _ids(FEATURES)
+    np.testing.assert_allclose(loaded.serve(**features)["pooled_output"].numpy(),
+                               model(features, training=False)["pooled_output"].numpy(), atol=1e-5)
 
 
 def test_the_preprocessing_export_refuses_what_it_cannot_serve(tmp_path):
@@ -95,8 +97,7 @@ def test_every_signature_runs_the_encoder_in_inference_mode(tmp_path):
     """With dropout in the config, each signature serves the model without dropout: the same outputs on every
     call, equal to the Keras model's in inference mode; and the restored object keeps each function."""
     model = AlbertForPretraining(tiny_config(hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5))
-    model(dummy_inputs(num_predictions=1), training=False)
-    loaded = tf.saved_model.load(export_encoder(model, str(tmp_path / "encoder")))
+    loaded = tf.saved_model.load(export_encoder(model, str(tmp_path / "encoder")))  # built by the export
     features = _ids(FEATURES)
     positions = tf.constant([[1, 2], [3, 5]], tf.int32)
     expected = model({**features, "masked_lm_positions": positions}, training=False)

@@ -120,3 +120,16 @@ def test_the_tokenizer_travels_as_an_asset_with_its_casing(tmp_path):
     assert loaded.do_lower_case.trainable is False
     with pytest.raises(savedmodel.ExportError, match="^tokenizer file not found: .*nothing.model$"):
         savedmodel.attach_tokenizer(tf.Module(), str(tmp_path / "nothing.model"), True)
+
+
+def test_a_refusal_is_the_checks_own_line():
+    class Error:
+        def __init__(self, message):
+            self.message = message
+
+    graph = "Graph execution error:\n\nDetected at node assert\nassertion failed: [sequence length exceeds " \
+            "max_position_embeddings (128)] [Condition x <= y did not hold]\n\t [[{{node Assert}}]]"
+    assert savedmodel.refusal(Error(graph)) == "sequence length exceeds max_position_embeddings (128)"
+    assert savedmodel.refusal(Error("input_ids outside the vocabulary [0, 30000) held")) == \
+        "input_ids outside the vocabulary [0, 30000)"
+    assert savedmodel.refusal(Error("Graph execution error:\n\nsomething else\nmore")) == "something else"

@@ -210,8 +210,12 @@ def test_encoder_only_export_has_no_mlm_and_dropout_follows_training(tmp_path):
     assert loaded.trainable_variables and all(v.dtype.is_floating for v in loaded.trainable_variables)  # weights
     with pytest.raises(ExportError, match="exists"):  # no overwrite unless asked
         tfhub.export_tfhub(model, export_dir, vocab_file=str(vocab))
-    defaults = tf.saved_model.load(tfhub.export_tfhub(model, str(tmp_path / "defaults"), vocab_file=str(vocab)))
+    fresh = AlbertModel(config)  # not built yet: the export builds it
+    defaults = tf.saved_model.load(tfhub.export_tfhub(fresh, str(tmp_path / "defaults"), vocab_file=str(vocab)))
     assert defaults.do_lower_case.numpy() and not defaults.do_lower_case.trainable  # a setting, not a weight
+    np.testing.assert_allclose(defaults(hub_inputs)["pooled_output"], fresh(
+        {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}, training=False)["pooled_output"],
+        atol=ATOL)
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from albert_tf.model import AlbertForPretraining, AlbertModel
 from albert_tf.model.squad import AlbertForSquad
-from albert_tf.serving import tflite
+from albert_tf.serving import encoder, tflite
 from albert_tf.serving.savedmodel import ExportError
 from albert_tf.tasks import exports
 from tests.helpers import flag_args, log_tail, run_script, tiny_config
@@ -304,6 +304,17 @@ def test_the_tflite_file_and_its_sequence_length_are_checked_before_converting(t
     assert tflite.export_tflite(model, "long.tflite", seq_length=16).input_shape == (-1, 16)
     with pytest.raises(ExportError, match="^seq_length 17 exceeds max_position_embeddings 16$"):
         tflite.export_tflite(model, "longer.tflite", seq_length=17)
+
+
+def test_a_saved_model_is_tried_at_the_length_before_converting(tmp_path):
+    """A SavedModel carries no config: its own length check, run once at seq_length, refuses a length it cannot
+    take, and nothing is written."""
+    saved = encoder.export_encoder(AlbertModel(tiny_config(max_position_embeddings=16)), str(tmp_path / "encoder"))
+    with pytest.raises(ExportError, match=r"^the SavedModel does not take seq_length 17: sequence length exceeds "
+                                          r"max_position_embeddings \(16\)$"):
+        tflite.export_tflite(saved, str(tmp_path / "long.tflite"), seq_length=17)
+    assert not (tmp_path / "long.tflite").exists()
+    assert tflite.export_tflite(saved, str(tmp_path / "fits.tflite"), seq_length=16).input_shape == (-1, 16)
 
 
 def test_a_squad_v2_model_exports_its_heads_with_the_beams_indices_as_integers(tmp_path):
