@@ -22,8 +22,8 @@ import os
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.checkpoints import ensure_built
 from albert_tf.errors import UsageError
-from albert_tf.model import dummy_inputs
 from albert_tf.model.squad import NEG_INF
 from albert_tf.serving.savedmodel import attach_tokenizer, checked_ids, save_module
 from albert_tf.serving.text_module import TextPreprocessorModule
@@ -143,8 +143,7 @@ def export_squad_model(model, export_dir, spm_model_file=None, do_lower_case=Tru
                          f"({max_query_length}) + 3: the windows would hold no context")
     if doc_stride < 1:
         raise UsageError(f"doc_stride must be at least 1, got {doc_stride}")
-    if not model.weights:
-        model(dummy_inputs(seq_length=4), training=False)  # build the weights outside the traced functions
+    ensure_built(model)  # the weights made outside the traced functions
     version_2 = model.version_2
     max_positions = model.config.max_position_embeddings
     dirs = {}

@@ -18,7 +18,7 @@ from albert_tf.checkpoints import model_garden
 from albert_tf.config import AlbertConfig
 from albert_tf.data import glue
 from albert_tf.errors import UsageError
-from albert_tf.model import AlbertForPretraining, AlbertModel, dummy_inputs
+from albert_tf.model import AlbertForPretraining, AlbertModel
 from albert_tf.serving.classifier import export_classifier
 from albert_tf.serving.encoder import export_encoder, export_preprocessing
 from albert_tf.serving.race import export_race_model
@@ -42,11 +42,9 @@ def build_model(kind, config, init_checkpoint, num_labels=2, version_2=False, st
         raise UsageError("--init_checkpoint is required for this export type")
     if kind == "encoder":
         model = AlbertForPretraining(config)
-        model(dummy_inputs(num_predictions=1), training=False)
         result = checkpoints.load_checkpoint(model, init_checkpoint)
         if result.missing:  # no pretraining heads (e.g. a fine-tuned checkpoint): the encoder alone
             model = AlbertModel(config)
-            model(dummy_inputs(), training=False)
             result = checkpoints.load_checkpoint(model, init_checkpoint)
         return model, result
     if kind == "classifier":
@@ -55,7 +53,6 @@ def build_model(kind, config, init_checkpoint, num_labels=2, version_2=False, st
         model = build_classifier(config, num_labels)
     elif kind == "squad":
         model = TrainableSquad(config, version_2=version_2, start_n_top=start_n_top, end_n_top=end_n_top)
-        model(dummy_inputs(seq_length=4), training=False)
     elif kind == "race":
         model = build_race_model(config)
     else:
@@ -75,11 +72,9 @@ def build_pretraining_or_encoder(config, init_checkpoint):
     if not init_checkpoint:
         raise UsageError("--init_checkpoint is required for this export type")
     model = AlbertForPretraining(config)
-    model(dummy_inputs(num_predictions=1), training=False)
     result = checkpoints.load_checkpoint(model, init_checkpoint)
     if any(name.startswith("cls/predictions/") for name in result.missing):
         model = AlbertModel(config)
-        model(dummy_inputs(), training=False)
         result = checkpoints.load_checkpoint(model, init_checkpoint)
     return model, result
 
