@@ -255,7 +255,6 @@ def export_tflite(model_or_savedmodel, path, quantize=None, seq_length=128, over
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     with fileio.atomic_write(path, "wb") as f:
         f.write(flatbuffer)
 

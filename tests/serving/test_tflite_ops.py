@@ -7,6 +7,7 @@ import os
 import pathlib
 import re
 import shutil
+import tempfile
 import types
 import warnings
 
@@ -304,6 +305,20 @@ def test_the_tflite_file_and_its_sequence_length_are_checked_before_converting(t
     assert tflite.export_tflite(model, "long.tflite", seq_length=16).input_shape == (-1, 16)
     with pytest.raises(ExportError, match="^seq_length 17 exceeds max_position_embeddings 16$"):
         tflite.export_tflite(model, "longer.tflite", seq_length=17)
+
+
+def test_the_export_makes_the_files_folder_and_leaves_no_work_folder(tmp_path, monkeypatch):
+    """The conversion's SavedModel is written to a temporary folder, removed after a success and after a failure."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    os.makedirs(tempfile.tempdir)
+    model = AlbertModel(tiny_config())
+    path = tmp_path / "new" / "folder" / "model.tflite"
+    assert tflite.export_tflite(model, str(path), seq_length=SEQ).path == str(path) and path.is_file()
+    monkeypatch.setattr(tflite, "_convert", lambda *_: (_ for _ in ()).throw(ExportError("refused")))
+    with pytest.raises(ExportError, match="^refused$"):
+        tflite.export_tflite(model, str(tmp_path / "other.tflite"), seq_length=SEQ)
+    assert not [name for name in os.listdir(tempfile.tempdir) if not name.startswith("__autograph_generated")]
+    assert not (tmp_path / "other.tflite").exists()
 
 
 def test_a_saved_model_is_tried_at_the_length_before_converting(tmp_path):
