@@ -119,13 +119,16 @@ def _reference_and_shape(model_or_savedmodel, seq_length):
                               f"needs the id-input model ({', '.join(ID_FEATURES)})")
         outputs = {name: spec for name, spec in signature.structured_outputs.items()
                    if spec.dtype.is_floating or spec.dtype.is_integer}
-        rank = specs["input_ids"].shape.rank
+        inner = specs["input_ids"].shape.as_list()[1:-1]  # e.g. RACE's number of choices
+        if None in inner:
+            raise ExportError(f"the SavedModel's input_ids have shape {specs['input_ids'].shape}; TFLite export "
+                              "needs every dimension but the batch and the sequence fixed")
 
         def fn(**inputs):
             result = signature(**inputs)
             return {name: result[name] for name in outputs}
 
-        dims = [None] * (rank - 1) + [seq_length]
+        dims = [None] + inner + [seq_length]
         return fn, loaded, dims, None, None
 
     model = model_or_savedmodel

@@ -295,8 +295,9 @@ def test_a_model_not_yet_built_exports_its_heads(tmp_path):
     model = AlbertForSquad(tiny_config())  # built by the export, outside its traced functions
     dirs = serving_squad.export_squad_model(model, str(tmp_path / "export"), max_seq_length=16, max_query_length=4)
     assert sorted(dirs) == ["ids"]
-    features = {k: tf.constant(v, tf.int32) for k, v in (
-        ("input_ids", [[2, 10, 11, 3, 20, 21, 22, 3]]), ("input_mask", [[1] * 8]), ("segment_ids", [[0] * 4 + [1] * 4]))}
+    features = {k: tf.constant(v, tf.int32) for k, v in (("input_ids", [[2, 10, 11, 3, 20, 21, 22, 3]]),
+                                                          ("input_mask", [[1] * 8]),
+                                                          ("segment_ids", [[0] * 4 + [1] * 4]))}
     served = tf.saved_model.load(dirs["ids"]).signatures["serving_default"](**features)
     np.testing.assert_allclose(served["start_logits"], model(features, training=False)["start_logits"], atol=1e-5)
 

@@ -17,9 +17,10 @@ import tensorflow as tf
 
 from albert_tf.model import AlbertForPretraining, AlbertModel
 from albert_tf.model.squad import AlbertForSquad
-from albert_tf.serving import encoder, tflite
+from albert_tf.serving import encoder, race, tflite
 from albert_tf.serving.savedmodel import ExportError
 from albert_tf.tasks import exports
+from albert_tf.tasks.race import build_model as build_race_model
 from tests.helpers import flag_args, log_tail, run_script, tiny_config
 
 SEQ = 8
@@ -330,6 +331,29 @@ def test_a_saved_model_is_tried_at_the_length_before_converting(tmp_path):
         tflite.export_tflite(saved, str(tmp_path / "long.tflite"), seq_length=17)
     assert not (tmp_path / "long.tflite").exists()
     assert tflite.export_tflite(saved, str(tmp_path / "fits.tflite"), seq_length=16).input_shape == (-1, 16)
+
+
+def test_a_race_saved_model_converts_with_its_choices_and_an_unknown_dimension_is_refused(tmp_path):
+    """A RACE export's ids take [batch, 4 choices, seq]: the TFLite model keeps the choices; its length check
+    refuses a length past max_position_embeddings. A SavedModel whose middle dimension is free cannot be fixed."""
+    saved = race.export_race_model(build_race_model(tiny_config(max_position_embeddings=16)), str(tmp_path / "race"))
+    lite = tflite.export_tflite(saved, str(tmp_path / "race.tflite"), seq_length=16)
+    assert lite.input_shape == (-1, 4, 16) and max(lite.max_abs_diff.values()) < 1e-4
+    with pytest.raises(ExportError, match=r"^the SavedModel does not take seq_length 17: sequence length exceeds "
+                                          r"max_position_embeddings \(16\)$"):
+        tflite.export_tflite(saved, str(tmp_path / "long.tflite"), seq_length=17)
+
+    class _Free(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, None, None], tf.int32, name=n) for n in
+                                      ("input_ids", "input_mask", "segment_ids")])
+        def serve(self, input_ids, input_mask, segment_ids):
+            return {"logits": tf.cast(tf.reduce_sum(input_ids * input_mask + segment_ids, -1), tf.float32)}
+
+    free = _Free()
+    tf.saved_model.save(free, str(tmp_path / "free"), signatures={"serving_default": free.serve})
+    with pytest.raises(ExportError, match=r"input_ids have shape \(None, None, None\); TFLite export needs every "
+                                          r"dimension but the batch and the sequence fixed$"):
+        tflite.export_tflite(str(tmp_path / "free"), str(tmp_path / "free.tflite"), seq_length=8)
 
 
 def test_a_squad_v2_model_exports_its_heads_with_the_beams_indices_as_integers(tmp_path):
