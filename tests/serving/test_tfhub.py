@@ -306,6 +306,20 @@ def test_a_vocabulary_without_a_special_token_is_refused_by_its_name(tmp_path):
             tokenizer(None, path, True)
 
 
+def test_the_preprocessing_export_takes_sequences_of_three_or_more(tmp_path):
+    """[CLS], at least one piece, [SEP]: a shorter seq_length is refused before anything is written."""
+    with pytest.raises(ExportError, match=r"^seq_length 2 leaves no room for text between \[CLS\] and \[SEP\]$"):
+        tfhub.export_tfhub_preprocessing(str(tmp_path / "two"), spm_model_file=SPM, seq_length=2)
+    assert not (tmp_path / "two").exists()
+    preprocess = tf.saved_model.load(tfhub.export_tfhub_preprocessing(str(tmp_path / "three"), spm_model_file=SPM,
+                                                                      seq_length=3))
+    texts = tf.constant(["hello world"])
+    special = {k: int(v) for k, v in preprocess.tokenize.get_special_tokens_dict().items()}
+    first = int(preprocess.tokenize(texts).flat_values[0])
+    assert preprocess(texts)["input_word_ids"].numpy().tolist() == [
+        [special["start_of_sequence_id"], first, special["end_of_segment_id"]]]
+
+
 def test_the_preprocessing_tokenizer_and_packing_without_an_export():
     """Model Garden's preprocessing, in-process: SentencePiece on the NFD text without its combining marks,
     case-folded; the special tokens' ids; and `pack_segments`: [CLS] a [SEP] (b [SEP]), the segments trimmed in
