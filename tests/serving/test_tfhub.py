@@ -307,7 +307,8 @@ def test_a_vocabulary_without_a_special_token_is_refused_by_its_name(tmp_path):
 
 
 def test_the_preprocessing_export_takes_sequences_of_three_or_more(tmp_path):
-    """[CLS], at least one piece, [SEP]: a shorter seq_length is refused before anything is written."""
+    """[CLS], at least one piece, [SEP]: a shorter seq_length is refused before anything is written; and the
+    export's defaults."""
     with pytest.raises(ExportError, match=r"^seq_length 2 leaves no room for text between \[CLS\] and \[SEP\]$"):
         tfhub.export_tfhub_preprocessing(str(tmp_path / "two"), spm_model_file=SPM, seq_length=2)
     assert not (tmp_path / "two").exists()
@@ -318,6 +319,12 @@ def test_the_preprocessing_export_takes_sequences_of_three_or_more(tmp_path):
     first = int(preprocess.tokenize(texts).flat_values[0])
     assert preprocess(texts)["input_word_ids"].numpy().tolist() == [
         [special["start_of_sequence_id"], first, special["end_of_segment_id"]]]
+    # The defaults: lowercased text in rows of 128 (Model Garden's albert_en_preprocess), no overwrite.
+    defaults = tfhub.export_tfhub_preprocessing(str(tmp_path / "defaults"), spm_model_file=SPM)
+    packed = tf.saved_model.load(defaults)(tf.constant(["Hello World", "hello world"]))["input_word_ids"].numpy()
+    assert packed.shape == (2, 128) and (packed[0] == packed[1]).all()
+    with pytest.raises(ExportError, match="exists"):
+        tfhub.export_tfhub_preprocessing(defaults, spm_model_file=SPM)
 
 
 def test_the_preprocessing_tokenizer_and_packing_without_an_export():
