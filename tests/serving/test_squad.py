@@ -292,7 +292,7 @@ def test_the_length_checks_leave_room_for_one_context_piece():
 
 
 def test_a_model_not_yet_built_exports_its_heads(tmp_path):
-    model = AlbertForSquad(tiny_config())  # built by the export, outside its traced functions
+    model = AlbertForSquad(tiny_config(max_position_embeddings=16))  # built by the export, outside its functions
     dirs = serving_squad.export_squad_model(model, str(tmp_path / "export"), max_seq_length=16, max_query_length=4)
     assert sorted(dirs) == ["ids"]
     features = {k: tf.constant(v, tf.int32) for k, v in (("input_ids", [[2, 10, 11, 3, 20, 21, 22, 3]]),
@@ -300,6 +300,9 @@ def test_a_model_not_yet_built_exports_its_heads(tmp_path):
                                                           ("segment_ids", [[0] * 4 + [1] * 4]))}
     served = tf.saved_model.load(dirs["ids"]).signatures["serving_default"](**features)
     np.testing.assert_allclose(served["start_logits"], model(features, training=False)["start_logits"], atol=1e-5)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"sequence length exceeds max_position_embeddings \(16\)"):
+        tf.saved_model.load(dirs["ids"]).signatures["serving_default"](
+            **{k: tf.ones([1, 17], tf.int32) for k in features})
 
 
 def test_the_exports_defaults_are_run_squads_flags():

@@ -45,7 +45,8 @@ def cumprod_saved_model(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_a_non_builtin_op_is_refused_by_name_and_converted_only_on_request(cumprod_saved_model, tmp_path):
+def test_a_non_builtin_op_is_refused_by_name_and_converted_only_on_request(cumprod_saved_model, tmp_path,
+                                                                          monkeypatch):
     target = tmp_path / "model.tflite"
     with pytest.raises(ExportError, match=r"not TFLite builtins: tf\.Cumprod; pass --allow_select_tf_ops"):
         tflite.export_tflite(cumprod_saved_model, str(target), seq_length=SEQ)
@@ -58,6 +59,22 @@ def test_a_non_builtin_op_is_refused_by_name_and_converted_only_on_request(cumpr
         assert "Flex delegate" in info.summary() and info.max_abs_diff is None
     else:
         assert info.max_abs_diff["logits"] < 1e-5
+    # Only a missing Flex delegate leaves a SELECT_TF_OPS model unverified; any other failure to run it is raised.
+    def failing(message):
+        def call(self, **inputs):
+            raise RuntimeError(message)
+        return call
+
+    monkeypatch.setattr(tflite.TFLiteModel, "__call__", failing("Select TensorFlow op(s) need the Flex delegate"))
+    again = tflite.export_tflite(cumprod_saved_model, str(target), seq_length=SEQ, allow_select_tf_ops=True,
+                                 overwrite=True)
+    assert again.unverified and again.max_abs_diff is None
+    with pytest.raises(RuntimeError, match="Flex delegate"):  # a builtin-only model needs no delegate
+        tflite.export_tflite(AlbertModel(tiny_config()), str(tmp_path / "builtin.tflite"), seq_length=SEQ)
+    monkeypatch.setattr(tflite.TFLiteModel, "__call__", failing("tensor allocation failed"))
+    with pytest.raises(RuntimeError, match="^tensor allocation failed$"):
+        tflite.export_tflite(cumprod_saved_model, str(target), seq_length=SEQ, allow_select_tf_ops=True,
+                             overwrite=True)
 
 
 def test_ops_not_builtin_reads_the_converters_message():
