@@ -291,6 +291,7 @@ def test_the_length_checks_leave_room_for_one_context_piece():
         serving_squad.export_squad_model(_Model(), "unused", max_seq_length=20, max_query_length=16, doc_stride=0)
 
 
+@pytest.mark.slow
 def test_a_model_not_yet_built_exports_its_heads(tmp_path):
     model = AlbertForSquad(tiny_config(max_position_embeddings=16))  # built by the export, outside its functions
     dirs = serving_squad.export_squad_model(model, str(tmp_path / "export"), max_seq_length=16, max_query_length=4)

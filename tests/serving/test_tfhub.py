@@ -306,6 +306,7 @@ def test_a_vocabulary_without_a_special_token_is_refused_by_its_name(tmp_path):
             tokenizer(None, path, True)
 
 
+@pytest.mark.slow
 def test_the_preprocessing_export_takes_sequences_of_three_or_more(tmp_path):
     """[CLS], at least one piece, [SEP]: a shorter seq_length is refused before anything is written; and the
     export's defaults."""

@@ -299,6 +299,7 @@ def test_an_encoder_or_pretraining_model_not_yet_built_exports_its_encoders_outp
         np.testing.assert_allclose(served[name], expected[name].numpy(), atol=1e-4)
 
 
+@pytest.mark.slow
 def test_the_tflite_file_and_its_sequence_length_are_checked_before_converting(tmp_path, monkeypatch):
     """A bare file name is written in the working folder; an existing file is replaced only with overwrite, a
     folder never; the length is from 2 ([CLS] and [SEP]) to max_position_embeddings."""
@@ -325,6 +326,7 @@ def test_the_tflite_file_and_its_sequence_length_are_checked_before_converting(t
         tflite.export_tflite(model, "longer.tflite", seq_length=17)
 
 
+@pytest.mark.slow
 def test_the_export_makes_the_files_folder_and_leaves_no_work_folder(tmp_path, monkeypatch):
     """The conversion's SavedModel is written to a temporary folder, removed after a success and after a failure."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
@@ -339,6 +341,7 @@ def test_the_export_makes_the_files_folder_and_leaves_no_work_folder(tmp_path, m
     assert not (tmp_path / "other.tflite").exists()
 
 
+@pytest.mark.slow
 def test_a_saved_model_is_tried_at_the_length_before_converting(tmp_path):
     """A SavedModel carries no config: its own length check, run once at seq_length, refuses a length it cannot
     take, and nothing is written."""
@@ -350,6 +353,7 @@ def test_a_saved_model_is_tried_at_the_length_before_converting(tmp_path):
     assert tflite.export_tflite(saved, str(tmp_path / "fits.tflite"), seq_length=16).input_shape == (-1, 16)
 
 
+@pytest.mark.slow
 def test_a_race_saved_model_converts_with_its_choices_and_an_unknown_dimension_is_refused(tmp_path):
     """A RACE export's ids take [batch, 4 choices, seq]: the TFLite model keeps the choices; its length check
     refuses a length past max_position_embeddings. A SavedModel whose middle dimension is free cannot be fixed."""
