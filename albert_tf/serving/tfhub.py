@@ -244,7 +244,9 @@ class _Tokenizer:
             initializer = tf.lookup.TextFileInitializer(
                 self.vocab_asset, key_dtype=tf.string, key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
                 value_dtype=tf.int64, value_index=tf.lookup.TextFileIndex.LINE_NUMBER)
-            self.table = tf.lookup.StaticHashTable(initializer, default_value=-1)
+            # Anonymous: a named table is shared by name, and TF names it after the Asset object's address, which a
+            # later tokenizer in the same process can get again (it then read the earlier vocabulary).
+            self.table = tf.lookup.StaticHashTable(initializer, default_value=-1, experimental_is_anonymous=True)
             self.tokenizer = tf_text.BertTokenizer(self.table, lower_case=self.do_lower_case)
             self.specials = self._wordpiece_specials(vocab_file)
             self.resources = [self.vocab_asset, self.table, self.tokenizer]

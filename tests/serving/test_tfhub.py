@@ -306,6 +306,21 @@ def test_a_vocabulary_without_a_special_token_is_refused_by_its_name(tmp_path):
             tokenizer(None, path, True)
 
 
+def test_each_wordpiece_tokenizer_reads_its_own_vocabulary(tmp_path, monkeypatch):
+    """TensorFlow names a vocabulary file's table after its Asset object's address, which a later tokenizer in the
+    same process can get again, and tables of one name are one table: that later tokenizer read the earlier
+    vocabulary. Here every Asset prints the same address, so each tokenizer must have its own table regardless."""
+    monkeypatch.setattr(tf.saved_model.Asset, "__repr__", lambda self: "<Asset object at 0x1>")
+    expected = {}
+    for name, tokens in (("a", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello"]),
+                         ("b", ["[UNK]", "[PAD]", "[SEP]", "[CLS]", "world", "more"])):
+        (tmp_path / f"{name}.txt").write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+        expected[str(tmp_path / f"{name}.txt")] = (len(tokens), tokens.index("[CLS]"))
+    for path, (size, cls_id) in expected.items():
+        specials = tfhub._Tokenizer(None, path, True).specials  # pylint: disable=protected-access
+        assert (specials["vocab_size"], specials["start_of_sequence_id"]) == (size, cls_id), path
+
+
 @pytest.mark.slow
 def test_the_preprocessing_export_takes_sequences_of_three_or_more(tmp_path):
     """[CLS], at least one piece, [SEP]: a shorter seq_length is refused before anything is written; and the
