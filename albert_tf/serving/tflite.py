@@ -247,7 +247,6 @@ def export_tflite(model_or_savedmodel, path, quantize=None, seq_length=128, over
 
     module = tf.Module()
     module.model = owner
-    module.serve = serve
     work = tempfile.mkdtemp(prefix="albert_tflite_")
     try:
         tf.saved_model.save(serving_root(module), work, signatures={"serving_default": serve})
@@ -307,7 +306,6 @@ def compare_outputs(reference, candidate, features, labels=None, output="logits"
         ref_pred, cand_pred = ref_all.argmax(-1), cand_all.argmax(-1)
         result["argmax_agreement"] = float(np.mean(ref_pred == cand_pred))
         if labels is not None:
-            labels = np.asarray(labels)
             result["reference_accuracy"] = float(np.mean(ref_pred == labels))
             result["candidate_accuracy"] = float(np.mean(cand_pred == labels))
             result["accuracy_change"] = result["candidate_accuracy"] - result["reference_accuracy"]
