@@ -376,6 +376,11 @@ def test_the_preprocessing_tokenizer_and_packing_without_an_export():
     words = tf.ragged.constant([[[10, 11], [12]], [[20]]], tf.int32)
     assert tfhub.pack_segments([words], 5, specials)["input_word_ids"].numpy().tolist() == \
         [[2, 10, 11, 12, 3], [2, 20, 3, 0, 0]]
+    # word segments are trimmed by pieces, in turn: 3 places give a 2 pieces and b 1, each closed by [SEP]
+    words_a = tf.ragged.constant([[[10, 11], [12], [13, 14, 15]], [[20]]], tf.int32)
+    words_b = tf.ragged.constant([[[30], [31, 32]], [[40, 41]]], tf.int32)
+    assert tfhub.pack_segments([words_a, words_b], 6, specials)["input_word_ids"].numpy().tolist() == \
+        [[2, 10, 11, 3, 30, 3], [2, 20, 3, 40, 41, 3]]
 
 
 def test_a_weight_without_a_place_in_model_gardens_albert_is_refused():
