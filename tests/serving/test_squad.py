@@ -242,7 +242,13 @@ def test_text_export_answers_as_the_python_postprocessing_does(tmp_path, version
                                             null_score_diff_threshold=threshold)
     assert dirs == {kind: str(tmp_path / "export" / kind) for kind in ("ids", "text")}
     assert sorted(tf.saved_model.load(dirs["ids"]).signatures) == ["serving_default", "tokenization_info"]
-    answer = tf.saved_model.load(dirs["text"]).signatures["serving_default"]
+    text_export = tf.saved_model.load(dirs["text"])
+    settings = {v.name.split(":")[0]: v for v in (text_export.threshold, text_export.max_answer_length,
+                                                  text_export.doc_stride, text_export.n_best_size)}
+    assert not any(v.trainable for v in settings.values())  # settings, not weights
+    assert {k: float(v.numpy()) for k, v in settings.items()} == {
+        "null_score_diff_threshold": threshold or 0.0, "max_answer_length": 30, "doc_stride": stride, "n_best_size": 20}
+    answer = text_export.signatures["serving_default"]
     served = {k: v.numpy() for k, v in answer(question=tf.constant([e.question_text for e in examples] + ["Who?"]),
                                               context=tf.constant([e.paragraph_text for e in examples] + [""])).items()}
     windows = [[f for f in features if f.example_index == i] for i in range(len(examples))]
@@ -299,7 +305,9 @@ def test_a_model_not_yet_built_exports_its_heads(tmp_path):
     features = {k: tf.constant(v, tf.int32) for k, v in (("input_ids", [[2, 10, 11, 3, 20, 21, 22, 3]]),
                                                           ("input_mask", [[1] * 8]),
                                                           ("segment_ids", [[0] * 4 + [1] * 4]))}
-    served = tf.saved_model.load(dirs["ids"]).signatures["serving_default"](**features)
+    loaded = tf.saved_model.load(dirs["ids"])
+    assert not loaded.version_2.numpy() and not loaded.version_2.trainable  # a setting, not a weight
+    served = loaded.signatures["serving_default"](**features)
     np.testing.assert_allclose(served["start_logits"], model(features, training=False)["start_logits"], atol=1e-5)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"sequence length exceeds max_position_embeddings \(16\)"):
         tf.saved_model.load(dirs["ids"]).signatures["serving_default"](
