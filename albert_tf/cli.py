@@ -266,7 +266,8 @@ def guarded_settings(argv, flag_values=None, declared=None):
     flag_values = flags.FLAGS if flag_values is None else flag_values
     declared = DECLARED if declared is None else declared
     values = {name: flag_values[name].value for name in declared if name in flag_values}
-    return guard.guarded(declared, values, given_flags(argv, flag_values), lock_tag=_worker_task(values))
+    return guard.guarded(declared, values, given_flags(argv, flag_values), lock_tag=_worker_task(values),
+                         command=argv)
 
 
 def _quiet_tensorflow():

@@ -107,6 +107,12 @@ def exists(path):
     return _fs(path).exists(path)
 
 
+def read_text(path):
+    """The text of the file `path` (local or remote), read as UTF-8."""
+    with _fs(path).GFile(path, "r") as f:
+        return f.read()
+
+
 def isdir(path):
     """Whether `path` (local or remote) is a directory."""
     return _fs(path).isdir(path)
@@ -119,6 +125,17 @@ def listdir(path):
 
 GLOB_ORDERS = ("given", "sorted")
 
+# A run's settings record (`albert_tf.settings_record`): `settings.json` in a folder, `<output>.settings.json` beside
+# a file. An input glob skips them, so that records and text read by a glob over a folder never include one.
+SETTINGS_RECORD = "settings.json"
+SETTINGS_RECORD_SUFFIX = ".settings.json"
+
+
+def is_settings_record(path):
+    """Whether `path` is named as a run's settings record."""
+    name = posixpath.basename(str(path).rstrip("/"))
+    return name == SETTINGS_RECORD or name.endswith(SETTINGS_RECORD_SUFFIX)
+
 
 def expand_globs(patterns, what="--input_file", order="given", kind="input files", error=None):
     """The files that glob patterns match: the one glob rule of every input flag.
@@ -126,7 +143,8 @@ def expand_globs(patterns, what="--input_file", order="given", kind="input files
     `patterns` is a comma-separated str (or UTF-8 bytes) or a list of patterns; blank ones are ignored. A remote
     pattern (gs://, s3://, hdfs://) is expanded by `tf.io.gfile.glob`; a local one after `~` expansion by Python's
     `glob`, keeping files only (a glob's directories are skipped; `*` does not match names that start with ".", so
-    the hidden staging folders are never read). A local pattern without wildcards that names a directory is an
+    the hidden staging folders are never read), and a wildcard never matches a run's settings record (named, it is
+    read). A local pattern without wildcards that names a directory is an
     error naming `what` (the flag; None where the caller names it). A pattern that matches nothing is a warning;
     every file is listed once.
 
@@ -159,6 +177,8 @@ def expand_globs(patterns, what="--input_file", order="given", kind="input files
                 raise (error or DataError)(f"{what + ' ' if what else ''}{pattern} is a directory; give files, or "
                                            f"a glob such as {os.path.join(pattern, '*')}")
             matches = sorted(p for p in glob.glob(path) if os.path.isfile(p))
+        if glob.has_magic(pattern):
+            matches = [m for m in matches if not is_settings_record(m)]
         if not matches:
             logger.warning("%s pattern %r matched no files", what or "input", pattern)
         for match in matches:

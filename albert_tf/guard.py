@@ -19,6 +19,9 @@ the declarations of the flags the script defined, with their values, to `guarded
 6. refuses two settings given that exclude each other, and a required setting left unset (`UsageError`, exit
    status 2).
 
+When the block has run without an error, it writes the run's settings record (`albert_tf.settings_record`) for the
+output declared `records=True`: checked above as one more output, so that it never replaces an input.
+
 A new script gets all of this by declaring its settings; none of it is written in a script.
 """
 
@@ -29,9 +32,12 @@ import glob
 import os
 import string
 
-from albert_tf import fileio
+from albert_tf import fileio, settings_record
 from albert_tf.errors import MissingDataError, UsageError
-from albert_tf.settings import INPUT_ROLES, OUTPUT_ROLES, flag_spec
+from albert_tf.settings import INPUT_ROLES, OUTPUT_ROLES, FlagSpec, flag_spec
+
+# The settings record, as an output the guard checks: one file.
+_RECORD_SPEC = FlagSpec("string", "settings record", None, "A run's settings record.", role="output_file")
 
 
 def check_values(specs, values, order=()):
@@ -121,6 +127,13 @@ def write_patterns(spec, values=None):
                 parts.append("*" if value is None else format(value, format_spec))
         patterns.append("".join(parts))
     return patterns
+
+
+def record_outputs(specs, values):
+    """`(flag, path, spec)` of the settings record of each output declared `records=True` that the run writes (not
+    to standard output, '-')."""
+    return [(f"--{name} (its settings record)", settings_record.record_path(spec.role, values[name]), _RECORD_SPEC)
+            for name, spec in specs.items() if spec.records and values.get(name) not in (None, "", "-", [], ())]
 
 
 def _read_whole(spec, path):
@@ -306,16 +319,18 @@ def check_params(params):
 
 
 @contextlib.contextmanager
-def guarded(specs, values, order=(), lock_tag=None):
+def guarded(specs, values, order=(), lock_tag=None, command=None):
     """Checks and holds a run's declared settings (see the module docstring) for the block. `specs`: {flag name:
     FlagSpec}; `values`: {flag name: value}; `order`: the flag names as the user gave them; `lock_tag`: this
-    process's task in a multi-worker job (see `_lock`)."""
+    process's task in a multi-worker job (see `_lock`); `command`: the command line its settings record holds
+    (default `sys.argv`)."""
     check_values(specs, values, order)
     inputs, outputs = declared_files(specs, values)
     for flag, path, spec in inputs:
         check_input(flag, path, spec)
-    check_collisions(inputs, outputs)
-    for flag, path, spec in outputs:
+    records = record_outputs(specs, values)
+    check_collisions(inputs, outputs + records)
+    for flag, path, spec in outputs + records:
         check_output(flag, path, spec)
     with contextlib.ExitStack() as stack:
         for flag, path, spec in outputs:
@@ -328,3 +343,5 @@ def guarded(specs, values, order=(), lock_tag=None):
         stack.enter_context(fileio.inputs_protected([(flag, path) for flag, path, _ in inputs]))
         check_required(specs, values, order)
         yield inputs, outputs
+        for _, path, _ in records:
+            settings_record.write_record(path, values, command)

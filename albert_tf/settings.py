@@ -14,7 +14,9 @@ run reads, or an output it writes; `under=` the setting naming the folder a rela
 for an output folder, `writes=` the names (globs) the run writes inside it, where `{setting}` (a format field, e.g.
 `{num_output_shards:05d}`) is that setting's value and any other field any text: files of those names written with
 other values are another run's, refused (a glob over the folder would read them with this run's); `replaced_by=`, on
-an output, the bool setting without which what exists there already is refused. `trains=False` marks a setting that does
+an output, the bool setting without which what exists there already is refused; `records=True`, on the
+output that holds the run's settings record (`albert_tf.settings_record`: where it lies, what it holds), written by
+the guard once the run has succeeded. `trains=False` marks a setting that does
 not change what a training run trains (logging, evaluation, exports, where it runs): a resume may change it.
 `required=True` a setting a run cannot do without (`required=("vocab_file",)`: unless one of those is set), and
 `excludes=` the settings that may not be given with it; `why=` says why, after either error. `check=` a function
@@ -74,8 +76,8 @@ PROBABILITY = Range(0, 1)
 
 
 def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=None, flag_default=_NO_DEFAULT,
-            bounds=None, items=None, count=None, role=None, writes=(), under=None, replaced_by=None, trains=True,
-            required=False, why=None, excludes=(), check=None):
+            bounds=None, items=None, count=None, role=None, writes=(), under=None, replaced_by=None, records=False,
+            trains=True, required=False, why=None, excludes=(), check=None):
     """A dataclass field (`default`, or required when none) carrying its flag's help text and, where they differ
     from the field, the flag's name, kind, enum choices and default; with the `bounds`, file `role`, for an
     output folder the names it `writes`, and whether a run needs it (see the module docstring)."""
@@ -85,6 +87,8 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
         raise ValueError("setting(writes=...) is for role='output_dir' or 'output_prefix'")
     if replaced_by and role not in OUTPUT_ROLES:
         raise ValueError("setting(replaced_by=...) is for an output role")
+    if records and role not in OUTPUT_ROLES:
+        raise ValueError("setting(records=True) is for an output role")
     metadata = {"help": help_text}
     for key, value in (("flag", flag), ("kind", kind), ("choices", choices), ("bounds", bounds), ("items", items),
                        ("count", count), ("role", role), ("under", under), ("replaced_by", replaced_by),
@@ -93,6 +97,8 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
             metadata[key] = value
     if writes:
         metadata["writes"] = tuple(writes)
+    if records:
+        metadata["records"] = True
     if not trains:
         metadata["trains"] = False
     if required:
@@ -110,7 +116,7 @@ def setting(default=_NO_DEFAULT, help_text="", *, flag=None, kind=None, choices=
 class FlagSpec:
     """The flag a `setting` field declares: absl kind (bool, integer, float, string, enum, list), name, default,
     help text, for an enum its choices; and what the guard checks: `bounds`, `items`, `count`, `role`, `writes`,
-    `under`, `replaced_by`, `check`; `required`:
+    `under`, `replaced_by`, `records`, `check`; `required`:
     None when optional, else the flags that may stand in for it (empty: none), `why` the reason told with it;
     `excludes`: flags not given with it."""
 
@@ -130,6 +136,7 @@ class FlagSpec:
     why: str = None
     excludes: tuple = ()
     check: object = None
+    records: bool = False
 
 
 _KINDS = {bool: "bool", int: "integer", float: "float", str: "string", list: "list"}
@@ -153,7 +160,7 @@ def flag_spec(field):
                     metadata.get("bounds"), metadata.get("items"), metadata.get("count"), metadata.get("role"),
                     metadata.get("writes", ()), metadata.get("under"), metadata.get("replaced_by"),
                     metadata.get("required"), metadata.get("why"), metadata.get("excludes", ()),
-                    metadata.get("check"))
+                    metadata.get("check"), metadata.get("records", False))
 
 
 def flag_specs(params_cls):

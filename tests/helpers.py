@@ -92,6 +92,38 @@ def run_script(script, args, timeout=600, **env):
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def _as_given(value, text):
+    """Whether the recorded `value` is what the flag's `text` gives."""
+    if isinstance(value, bool):
+        return value == (text.lower() in ("", "true", "1"))
+    if isinstance(value, (int, float)):
+        return float(text) == value
+    if isinstance(value, list):
+        return ",".join(map(str, value)) == text
+    return value == text
+
+
+def assert_recorded(record, script, args):
+    """The settings record at `record` is the one a run of `script` with `args` wrote: its command line, every
+    flag of `args` among the settings with the value given, and the versions of albert_tf, TensorFlow and Keras.
+    Returns the recorded settings."""
+    import keras  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    import albert_tf  # pylint: disable=import-outside-toplevel
+
+    with open(record, encoding="utf-8") as f:
+        recorded = json.load(f)
+    assert recorded["command"] == [os.path.join(REPO, script), *args]
+    for arg in args:
+        name, _, text = arg.lstrip("-").partition("=")
+        assert name in recorded["settings"], f"{record}: --{name} not recorded"
+        assert _as_given(recorded["settings"][name], text), (name, recorded["settings"][name], text)
+    assert recorded["versions"] == {"albert_tf": albert_tf.__version__, "tensorflow": tf.__version__,
+                                    "keras": keras.__version__}
+    return recorded["settings"]
+
+
 # What TensorFlow and absl write to stderr on their own (not a message of the script's).
 _LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages|To enable the following instructions|"
                        r"INFO:tensorflow:|\s*$)")

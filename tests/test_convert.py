@@ -96,6 +96,10 @@ def test_config_found_beside_the_input_and_native_output(original_checkpoint, tm
     out = str(tmp_path / "native" / "ckpt")
     _run(f"--input_checkpoint={prefix}", "--output_format=native", f"--output_path={out}")
     assert AlbertConfig.from_json_file(str(tmp_path / "native" / "albert_config.json")) == config
+    recorded = json.loads((tmp_path / "native" / "ckpt.settings.json").read_text())  # the run's settings record
+    assert recorded["command"] == ["convert", f"--input_checkpoint={prefix}", "--output_format=native",
+                                   f"--output_path={out}"]
+    assert recorded["settings"]["output_format"] == "native" and recorded["settings"]["do_lower_case"] is True
     fresh = _random_model(config, seed=3)
     result = load_checkpoint(fresh, out)
     assert result.format == "native" and not result.missing

@@ -378,6 +378,22 @@ def test_one_glob_rule_for_every_input_flag(tmp_path, monkeypatch, caplog):
         fileio.expand_globs(a, order="shuffled")
 
 
+def test_a_glob_never_reads_a_runs_settings_record(tmp_path):
+    """Records, text and shards are read by a glob over their folder, where the run that wrote them left its
+    settings record: a wildcard skips it (local and remote), naming it reads it."""
+    for name in ("part-1.txt", "settings.json", "corpus.txt.settings.json", "notes.json"):
+        (tmp_path / name).write_text("x")
+    assert fileio.expand_globs(f"{tmp_path}/*") == [str(tmp_path / "notes.json"), str(tmp_path / "part-1.txt")]
+    with pytest.raises(MissingDataError, match="no input files matched"):
+        fileio.expand_globs(f"{tmp_path}/corpus*")  # only a record matches: nothing to read
+    named = str(tmp_path / "settings.json")
+    assert fileio.expand_globs(named) == [named]
+    for name in ("part-1.txt", "settings.json", "v.settings.json"):
+        with tf.io.gfile.GFile(f"ram://records/{name}", "w") as f:
+            f.write("x")
+    assert fileio.expand_globs("ram://records/*") == ["ram://records/part-1.txt"]
+
+
 def test_remote_globs_go_through_gfile():
     for name in ("b", "a"):
         with tf.io.gfile.GFile(f"ram://globs/{name}.txt", "w") as f:

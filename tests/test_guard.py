@@ -4,6 +4,7 @@ flags; outputs that exist already or that another run's files sit beside; and, t
 check runs before anything is read or written."""
 
 import dataclasses
+import json
 import multiprocessing
 import os
 import re
@@ -576,3 +577,71 @@ def test_a_declared_check_runs_with_the_other_settings_in_the_order_given():
         guard.check_values(specs, {"count": 3, "allow_odd": False, "size": -1}, order=["size", "count"])
     with pytest.raises(UsageError, match="must be even"):
         guard.check_params(Checked(count=5))  # a params dataclass built in code meets it too
+
+
+# ----------------------------------------------------------------- the settings record
+@dataclasses.dataclass
+class _Recorded:
+    input_file: str = setting(None, "In.", role="input_file")
+    output_file: str = setting(None, "Out.", role="output_file", records=True)
+    output_dir: str = setting(None, "Run.", role="output_dir", writes=("part-*",), records=True)
+    export_dir: str = setting(None, "Export.", role="output_tree", records=True)
+    output_path: str = setting(None, "Prefix.", role="output_prefix", writes=(".model",), records=True)
+    output_files: str = setting(None, "Files.", role="output_files", records=True)
+    cache_dir: str = setting(None, "Cache.", role="output_dir", writes=("*.tf_record",))
+    rate: float = setting(0.5, "Rate.")
+    columns: list = setting(None, "Columns.", items=int)
+
+
+RECORDED = flag_specs(_Recorded)
+
+
+@pytest.mark.parametrize("name, value, record", [
+    ("output_file", "out/preds.jsonl", "out/preds.jsonl.settings.json"),
+    ("output_dir", "records", "records/settings.json"),
+    ("export_dir", "exports/model/", "exports/model.settings.json"),
+    ("output_path", "vocab/v2k", "vocab/v2k.settings.json"),
+    ("output_files", "a.tfrecord,b.tfrecord", "a.tfrecord.settings.json"),
+])
+def test_a_run_that_succeeds_records_its_settings_where_its_output_kind_says(tmp_path, monkeypatch, name, value,
+                                                                              record):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["tool.py", f"--{name}={value}", "--rate=0.25"])
+    values = {"cache_dir": "cache", "rate": 0.25, "columns": [1, 2], "input_file": None, name: value}
+    with guard.guarded(RECORDED, values):
+        assert not os.path.exists(record), "the record is written once the run has succeeded"
+    recorded = json.loads((tmp_path / record).read_text())
+    assert recorded["settings"] == values and list(recorded["settings"]) == list(values)
+    assert recorded["command"] == ["tool.py", f"--{name}={value}", "--rate=0.25"]
+    assert recorded["versions"]["albert_tf"] and recorded["versions"]["tensorflow"]
+    assert not os.path.exists("cache/settings.json")  # only the output declared records=True holds it
+
+
+def test_a_failed_run_or_standard_output_records_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RunError), guard.guarded(RECORDED, {"output_file": "out.txt"}):
+        raise RunError("the run failed")
+    with guard.guarded(RECORDED, {"output_file": "-"}):
+        pass
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_record_is_an_output_checked_as_any(tmp_path):
+    """A record never replaces an input, and one that names a folder is refused before the run."""
+    data = tmp_path / "out.txt.settings.json"
+    data.write_text("the user's settings")
+    with pytest.raises(UsageError, match=r"--output_file \(its settings record\) .*out.txt.settings.json is the "
+                                         r"input --input_file"), \
+            guard.guarded(RECORDED, {"input_file": str(data), "output_file": str(tmp_path / "out.txt")}):
+        pytest.fail("no work may start")
+    (tmp_path / "v.settings.json").mkdir()
+    with pytest.raises(fileio.OutputError, match=r"cannot write --output_path \(its settings record\) .*: it is a "
+                                                 r"directory"), \
+            guard.guarded(RECORDED, {"output_path": str(tmp_path / "v")}):
+        pytest.fail("no work may start")
+    assert data.read_text() == "the user's settings"
+
+
+def test_records_is_for_outputs():
+    with pytest.raises(ValueError, match="records=True"):
+        setting(None, "In.", role="input_file", records=True)

@@ -72,7 +72,7 @@ class ConvertRequest:
     # whose replacement the manifest rule guards when it is written).
     output_path: str = setting(None, "Checkpoint prefix (original, native; an existing directory means "
                                      "<dir>/model.ckpt) or directory (huggingface, keras_hub).",
-                               role="output_prefix", writes=("", ".index"))
+                               role="output_prefix", writes=("", ".index"), records=True)
     albert_config_file: str = setting(None, "albert_config.json of the model (the original's format, or a Hugging "
                                             "Face config.json). Optional when the input carries its config (Hugging "
                                             "Face, keras-hub preset) or has an albert_config.json beside it.",

@@ -60,7 +60,8 @@ class PretrainingDataRequest:
                               role="input_files", required=True)
     output_file: str = setting(None, "Output TF example file, or comma-separated list of files; instances are spread "
                                      "over them round-robin.", role="output_files", replaced_by="overwrite",
-                               required=("output_dir",), excludes=("output_dir",), check=_one_prefix_with_runner)
+                               records=True, required=("output_dir",), excludes=("output_dir",),
+                               check=_one_prefix_with_runner)
     vocab_file: str = setting(None, "WordPiece vocabulary file (used when no --spm_model_file is given).",
                               role="input_file")
     spm_model_file: str = setting(None, "SentencePiece model file, e.g. data/30k-clean.model.", role="input_file",
@@ -70,7 +71,7 @@ class PretrainingDataRequest:
     num_workers: int = setting(0, "Worker processes (0: one per CPU). Does not change the output.", bounds=NON_NEGATIVE)
     output_dir: str = setting(None, "Directory to write --num_output_shards TFRecord files into (instead of "
                                     "--output_file).", role="output_dir", writes=(pretraining.SHARD_NAME,),
-                              replaced_by="overwrite")
+                              replaced_by="overwrite", records=True)
     num_output_shards: int = setting(1, "Number of files written into --output_dir.", bounds=POSITIVE)
     shard_size_mb: float = setting(pretraining.DEFAULT_SHARD_SIZE_MB,
                                    "Input is processed in shards of about this many MB of text, cut at document "

@@ -44,7 +44,8 @@ class VocabRequest:
                               required=True)
     model_prefix: str = setting(None, "Output prefix: writes <prefix>.model and <prefix>.vocab (SentencePiece) or "
                                       "<prefix>.txt (WordPiece).",
-                                role="output_prefix", writes=(".model", ".vocab", ".txt"), required=True)
+                                role="output_prefix", writes=(".model", ".vocab", ".txt"), records=True,
+                                required=True)
     input_sentence_size: int = setting(vocab.DEFAULT_INPUT_SENTENCE_SIZE, "Sentences sampled from the input "
                                                                           "(uniformly, in one pass); bounds memory.",
                                        bounds=POSITIVE)

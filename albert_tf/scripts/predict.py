@@ -42,7 +42,8 @@ class PredictRequest:
                                role="input_tree")
     input_file: str = setting(None, "Text file: one example per line, or two tab-separated texts for pairs.",
                               role="input_file", required=("request_json",))
-    output_file: str = setting("-", "Where to write the JSON lines ('-' = standard output).", role="output_file")
+    output_file: str = setting("-", "Where to write the JSON lines ('-' = standard output).", role="output_file",
+                              records=True)
     batch_size: int = setting(32, "Examples per batch.", bounds=POSITIVE)
     text_columns: list = setting(None, "Take these (0-based) tab-separated columns as the text(s), e.g. 0 or 3,4.",
                                  items=int, count=Range(1, 2), bounds=NON_NEGATIVE)

@@ -62,7 +62,7 @@ class CorpusRequest:
                                     "optionally .gz or .bz2).", role="input_files", required=True)
     output_file: str = setting(None, "Output file; with several shards the prefix of `<prefix>-0000i-of-0000N.txt` "
                                      "(a trailing .txt is dropped from the prefix).", role="output_file",
-                              required=True, check=_no_shard_over_an_input)
+                              records=True, required=True, check=_no_shard_over_an_input)
     input_format: str = setting("auto", "Input format; auto: by extension (.txt text; .jsonl, .json jsonl; after "
                                         ".gz/.bz2), else jsonl when a file starts with '{', else text.",
                                 choices=("auto", *readers.FORMATS))

@@ -33,10 +33,8 @@ from albert_tf.errors import AlbertError
 from albert_tf.serving.loading import load_saved_model, require_saved_model
 from albert_tf.serving.savedmodel import refusal
 
-try:  # registers the ops of the in-graph tokenizer; models on ids need only tensorflow
+with contextlib.suppress(ImportError):  # registers the ops of the in-graph tokenizer; models on ids need only TF
     import tensorflow_text  # noqa: F401  pylint: disable=unused-import
-except ImportError:  # pragma: no cover
-    tensorflow_text = None
 
 
 class PredictError(AlbertError):

@@ -82,6 +82,17 @@ def max_context_mask(windows, doc_offset, seq_length):
     return owner == windows["index"][:, None]
 
 
+def span_masks(windows, seq_length):
+    """(valid_start, valid_end), bool [N, seq_length]: where an answer may start (a context piece whose max-context
+    window is this one) and end (any context piece of the window), as the Python post-processing keeps a start in
+    `token_is_max_context` and both ends in `token_to_orig_map`. A window's inputs are `[CLS] question [SEP]
+    context [SEP]`, so its context starts after the question and two pieces."""
+    doc_offset = windows["question"].row_lengths() + 2
+    positions = tf.range(seq_length, dtype=tf.int64)[None, :]
+    in_context = (positions >= doc_offset[:, None]) & (positions < (doc_offset + windows["length"])[:, None])
+    return in_context & max_context_mask(windows, doc_offset, seq_length), in_context
+
+
 def _gather_flags(mask, positions):
     return tf.gather(mask, positions, batch_dims=1)
 
@@ -188,10 +199,7 @@ def export_squad_model(model, export_dir, spm_model_file=None, do_lower_case=Tru
                                   text.doc_stride)
         packed = text.tokenizer.preprocessor.pack(windows["question"], windows["context"])  # [N, max_seq_length]
         outputs = heads(packed["input_ids"], packed["input_mask"], packed["segment_ids"])
-        doc_offset = windows["question"].row_lengths() + 2
-        positions = tf.range(max_seq_length, dtype=tf.int64)[None, :]
-        in_context = (positions >= doc_offset[:, None]) & (positions < (doc_offset + windows["length"])[:, None])
-        valid_start = in_context & max_context_mask(windows, doc_offset, max_seq_length)
+        valid_start, valid_end = span_masks(windows, max_seq_length)
         if not version_2:
             k = tf.minimum(text.n_best_size, max_seq_length)
             start_top = tf.math.top_k(outputs["start_logits"], k=k)
@@ -206,11 +214,12 @@ def export_squad_model(model, export_dir, spm_model_file=None, do_lower_case=Tru
             ends = outputs["end_top_index"]
             start_scores = tf.repeat(outputs["start_top_log_probs"], k_end, axis=1)
             end_scores = outputs["end_top_log_probs"]
-        start, end, score = best_candidate(starts, ends, start_scores, end_scores, valid_start, in_context,
+        start, end, score = best_candidate(starts, ends, start_scores, end_scores, valid_start, valid_end,
                                            text.max_answer_length)
         chosen, best_score = pick_window(score, windows)
         has_span = best_score > -float("inf")
         start, end = tf.gather(start, chosen), tf.gather(end, chosen)
+        positions = tf.range(max_seq_length, dtype=tf.int64)[None, :]
         in_span = (positions >= tf.cast(start, tf.int64)[:, None]) & (positions <= tf.cast(end, tf.int64)[:, None])
         span_ids = tf.ragged.boolean_mask(tf.gather(packed["input_ids"], chosen), in_span)
         span_text = tf.where(has_span, text.detokenizer.detokenize(span_ids), "")

@@ -19,7 +19,7 @@ class ExportRequest:
     export_type: str = setting(help_text="What to export.", flag_default=None, choices=EXPORT_TYPES, required=True)
     export_dir: str = setting(help_text="Where to write the export (a directory; refused if it exists and is not "
                                         "empty, unless --overwrite).", flag_default=None, role="output_tree",
-                              replaced_by="overwrite", required=True)
+                              replaced_by="overwrite", records=True, required=True)
     overwrite: bool = setting(False, "Replace an existing non-empty --export_dir.")
     albert_config_file: str = setting(None, "The albert_config.json of the model (or a Hugging Face config.json).",
                                       role="input_file")

@@ -1,33 +1,22 @@
-"""A training run's resolved settings, recorded beside its checkpoints (`<output_dir>/settings.json`, as Model
-Garden's params.yaml) so that a finished run can be read back, and a resume with other settings is noticed.
+"""A training run's settings record (`albert_tf.settings_record`), beside its checkpoints
+(`<output_dir>/settings.json`) and written at the run's start, so that a finished run can be read back and a resume
+with other settings is noticed.
 
-The record holds every setting of the run's params by flag name (defaults included), the versions of TensorFlow,
-Keras and albert_tf, and the command line. Resuming (checkpoints in `--output_dir`) with a setting that changes what
-is trained (anything not declared `trains=False`: the learning rate, warm-up, batch size, sequence length, masking,
-dropout, precision, seed...) is refused in one line naming the settings, unless `--allow_settings_change`; settings
-that only change logging, evaluation, exports, where the run executes or how long it trains, and the paths of its
-files, may differ freely.
+The record holds every setting of the run's params by flag name (defaults included). Resuming (checkpoints in
+`--output_dir`) with a setting that changes what is trained (anything not declared `trains=False`: the learning
+rate, warm-up, batch size, sequence length, masking, dropout, precision, seed...) is refused in one line naming the
+settings, unless `--allow_settings_change`; settings that only change logging, evaluation, exports, where the run
+executes or how long it trains, and the paths of its files, may differ freely.
 """
 
 import dataclasses
-import json
-import math
 import os
-import sys
 
-from albert_tf import fileio
+from albert_tf import settings_record
 from albert_tf.errors import RunError
 from albert_tf.settings import flag_spec
 
-SETTINGS_JSON = "settings.json"
-
-
-def _plain(value):
-    if isinstance(value, tuple):
-        return list(value)
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
+SETTINGS_JSON = settings_record.SETTINGS_JSON
 
 
 def resolved_settings(params):
@@ -39,7 +28,7 @@ def resolved_settings(params):
         value = getattr(params, field.name)
         if spec is None or not (value is None or isinstance(value, (bool, int, float, str, list, tuple))):
             continue
-        settings[spec.name] = _plain(value)
+        settings[spec.name] = settings_record.plain(value)
     return settings
 
 
@@ -50,26 +39,9 @@ def training_settings(params):
             if flag_spec(f) is not None and f.metadata.get("trains", True) and "role" not in f.metadata}
 
 
-def _versions():
-    import keras  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    from albert_tf import __version__  # pylint: disable=import-outside-toplevel
-
-    return {"albert_tf": __version__, "tensorflow": tf.__version__, "keras": keras.__version__}
-
-
 def read_settings(output_dir):
     """The recorded settings of the run in `output_dir` ({flag name: value}), or None where none were recorded."""
-    path = os.path.join(output_dir, SETTINGS_JSON)
-    if not os.path.exists(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)["settings"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise RunError(f"--output_dir {output_dir}: {SETTINGS_JSON} cannot be read ({err}); move it away to resume "
-                       "without the check") from None
+    return settings_record.read_settings(os.path.join(output_dir, SETTINGS_JSON), f"--output_dir {output_dir}")
 
 
 def check_resume(output_dir, params, allow_change=False):
@@ -90,5 +62,4 @@ def check_resume(output_dir, params, allow_change=False):
 
 def record_settings(output_dir, params):
     """Writes `<output_dir>/settings.json`: the resolved settings, versions and command line."""
-    record = {"settings": resolved_settings(params), "versions": _versions(), "command": list(sys.argv)}
-    fileio.write_text(os.path.join(output_dir, SETTINGS_JSON), json.dumps(record, indent=2) + "\n")
+    settings_record.write_record(os.path.join(output_dir, SETTINGS_JSON), resolved_settings(params))

@@ -55,8 +55,8 @@ TPU_SETTINGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "num
 # What every training run writes inside its --output_dir (a task adds its own): an input found among these names
 # there would be replaced by the run, so `albert_tf.guard` refuses it. (albert_config.json is not among them: a
 # resume may read the config the run recorded, which is rewritten only when it differs, and refused then.)
-RUN_WRITES = ("ckpt-*", "checkpoint", "settings.json", "eval_results.txt", "eval_history.json", "best_checkpoint",
-              "best_checkpoint.json", "train", "eval", "*.tf_record")
+RUN_WRITES = ("ckpt-*", "checkpoint", run_settings.SETTINGS_JSON, "eval_results.txt", "eval_history.json",
+              "best_checkpoint", "best_checkpoint.json", "train", "eval", "*.tf_record")
 
 
 @dataclasses.dataclass(kw_only=True)

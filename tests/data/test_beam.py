@@ -709,13 +709,15 @@ def test_local_inputs_are_listed_as_the_local_tool_lists_them(tmp_path):
 
 def test_remote_inputs_are_listed_by_beams_file_systems(monkeypatch, caplog):
     """Each remote pattern's matches sorted, in the order of the patterns, a file matched twice listed once, a
-    pattern matching nothing warned about, and nothing matched at all refused naming the patterns."""
-    store = {"gs://b/x2": 20, "gs://b/x1": 10, "gs://b/y": 5}
+    settings record only where named, a pattern matching nothing warned about, and nothing matched at all refused
+    naming the patterns."""
+    store = {"gs://b/x2": 20, "gs://b/x1": 10, "gs://b/y": 5, "gs://b/x.settings.json": 1}
     monkeypatch.setattr(beam_files, "match", lambda pattern: [FileMetadata(p, n) for p, n in store.items()
                                                               if fnmatch.fnmatch(p, pattern)])
     with caplog.at_level("WARNING"):
         listed = beam_files.list_inputs("gs://b/y,gs://b/x*,gs://b/z*,gs://b/x1")
-    assert listed == [("gs://b/y", 5), ("gs://b/x1", 10), ("gs://b/x2", 20)]
+    assert listed == [("gs://b/y", 5), ("gs://b/x1", 10), ("gs://b/x2", 20)]  # a glob skips a settings record
+    assert beam_files.list_inputs("gs://b/x.settings.json") == [("gs://b/x.settings.json", 1)]  # named, it is read
     assert "input pattern 'gs://b/z*' matched no files" in caplog.text
     with pytest.raises(PretrainingDataError, match=r"^no input files matched 'gs://b/z\*,gs://b/w'$"):
         beam_files.list_inputs(["gs://b/z*", " ", "gs://b/w"])

@@ -1368,8 +1368,8 @@ def test_command_line(tmp_path):
     assert good.returncode == 0, good_out
     assert "wrote" in good_out and "sentence-order label 1" in good_out
     written = sorted(os.listdir(tmp_path / "records"))
-    assert written == ["pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord"]
-    records = parse_all([str(tmp_path / "records" / name) for name in written], 64, 10)
+    assert written == ["pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord", "settings.json"]
+    records = parse_all([str(tmp_path / "records" / name) for name in written[:2]], 64, 10)
     assert len(records["input_ids"]) > 20
     assert bad.returncode == 1 and "error: no input files matched" in bad_out, bad_out
     assert not os.path.exists(tmp_path / "never.tfrecord")

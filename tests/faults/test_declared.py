@@ -1,10 +1,11 @@
 """Every script's declared inputs and outputs hold the guarantees of `albert_tf.guard`, whatever the script: the
 cases are generated from the declarations (`albert_tf.settings.setting(role=...)`), so a new file flag is covered
 here without a new test. For every output and input of every script: the same path (as given, through `..`, through
-a symbolic link), the output inside an input read whole, the input inside an output written whole or among the
-names an output folder's run writes, a second run holding the output, and an output to be replaced that holds a
-file albert_tf did not write. Each case must end with its exit status, one stderr line `<script>: error: ...`
-naming the flags, no traceback, and every file that was there byte-identical (nothing written, nothing left)."""
+a symbolic link), the output inside an input read whole, the input inside an output written whole, among the names
+an output folder's run writes or where an output's settings record goes, a second run holding the output, and an
+output to be replaced that holds a file albert_tf did not write. Each case must end with its exit status, one stderr
+line `<script>: error: ...` naming the flags, no traceback, and every file that was there byte-identical (nothing
+written, nothing left)."""
 
 import fnmatch
 import functools
@@ -16,10 +17,12 @@ import sys
 
 import pytest
 
+from albert_tf import settings_record
 from tests.helpers import REPO, error_lines, subprocess_env, tree_snapshot
 
 SCRIPTS = ("create_pretraining_data", "create_vocab", "prepare_corpus", "run_pretraining", "run_classifier", "convert",
            "run_squad", "run_race", "export_model", "predict")
+TRAINING = ("run_pretraining", "run_classifier", "run_squad", "run_race")
 INPUTS = ("input_file", "input_files", "input_dir", "input_tree", "input_checkpoint")
 READ_WHOLE = ("input_tree", "input_checkpoint")
 # What a user's command holds besides the two paths, so that the collision is the one thing wrong with it.
@@ -76,6 +79,12 @@ def collision_cases(script, root):
             if in_spec["role"] in READ_WHOLE:
                 cases.append((f"{out}=inside:{inp}", [f"--{inp}={source}", f"--{out}={source}/saved_model.pb",
                                                       *CONTEXT.get(script, ())], [f"--{out}", f"--{inp}"]))
+            if out_spec["records"]:  # the run's settings record would replace the input
+                value = os.path.join(base, "recorded", "output")
+                record = settings_record.record_path(out_spec["role"], value)
+                _make_input(record, in_spec["role"])
+                cases.append((f"{out}=record:{inp}", [f"--{inp}={record}", f"--{out}={value}",
+                                                      *CONTEXT.get(script, ())], [f"--{out}", f"--{inp}"]))
             if out_spec["role"] == "output_prefix":
                 continue
             names = ["user_file"] if out_spec["role"] == "output_tree" else [
@@ -97,6 +106,23 @@ def _check(script, case_id, result, status, names, before, root):
     for name in names:
         assert name in lines[0], shown
     assert tree_snapshot(root) == before, f"{case_id}: files changed"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_script_declares_where_its_settings_are_recorded(script):
+    """A training run records its settings in its --output_dir (the runner, at its start: a resume is checked
+    against them); every other script beside the output it declares `records=True` (the guard, once the run has
+    succeeded), two such outputs only where one run writes one of them."""
+    specs = declared(script)
+    recorded = [name for name, spec in specs.items() if spec["records"]]
+    if script in TRAINING:
+        assert not recorded and settings_record.SETTINGS_JSON in specs["output_dir"]["writes"]
+        return
+    assert recorded, f"{script}: no output declares records=True"
+    for a in recorded:
+        for b in recorded:
+            assert a == b or b in specs[a]["excludes"] or a in specs[b]["excludes"], (a, b)
 
 
 @pytest.mark.slow

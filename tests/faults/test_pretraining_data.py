@@ -3,6 +3,7 @@ the wrong kind. Each fails with one line naming the flag or file, changes nothin
 temporary behind (workers stopped quietly)."""
 
 import glob
+import json
 import multiprocessing
 import os
 import re
@@ -247,7 +248,8 @@ def test_existing_outputs_are_replaced_only_with_overwrite(tmp_path):
     replaced = script(f"--input_file={SAMPLE}", f"--output_dir={out}", "--num_output_shards=3", "--random_seed=2",
                       "--overwrite")
     assert replaced.returncode == 0 and sorted(os.listdir(out)) == [
-        f"pretraining-0000{i}-of-00003.tfrecord" for i in range(3)]
+        *(f"pretraining-0000{i}-of-00003.tfrecord" for i in range(3)), "settings.json"]
+    assert json.loads((out / "settings.json").read_text())["settings"]["random_seed"] == 2  # the record replaced too
     assert tree_snapshot(out) != before
     single = tmp_path / "one.tfrecord"
     single.write_bytes(b"mine")

@@ -251,6 +251,8 @@ def test_examples_are_read_by_line_with_their_numbers(tmp_path):
     path.write_bytes("id\ta\tb\n1\tgood\tfine\n\n2\tbad\tworse\r\n".encode())
     examples, numbers = batch_prediction.read_numbered_examples(str(path), text_columns=[1, 2], skip_header=True)
     assert examples == [("good", "fine"), ("bad", "worse")] and numbers == [2, 4]
+    assert batch_prediction.read_numbered_examples(str(path), text_columns=[2]) == (  # no header by default
+        [("b",), ("fine",), ("worse",)], [1, 2, 4])
     assert batch_prediction.read_examples(str(path), text_columns=[2]) == [("b",), ("fine",), ("worse",)]
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("a\tb\nc\td\n")

@@ -140,8 +140,9 @@ def _ragged(lengths, offset=0):
 
 
 def test_graph_windows_and_max_context_owners_are_the_features_on_random_layouts():
-    """The text export's windows (`context_windows`) and max-context mask (`max_context_mask`) against
-    `data.squad.doc_spans_for` and `max_context_owners`, which the Python features use."""
+    """The text export's windows (`context_windows`), max-context mask (`max_context_mask`) and where a span may
+    start and end (`span_masks`) against `data.squad.doc_spans_for` and `max_context_owners`, which the Python
+    features use."""
     rng = np.random.default_rng(0)
     # and windows of 256 and 100 pieces, where the length bonus (0.01 a piece) outweighs one piece of context;
     # and of 252 and 125 pieces, the last piece only in the short one (the long one's score there, -1 + 2.52,
@@ -152,6 +153,7 @@ def test_graph_windows_and_max_context_owners_are_the_features_on_random_layouts
                                                 doc_stride)
         doc_offset = tf.gather(tf.constant([q + 2 for q in questions], tf.int64), windows["example"])
         mask = serving_squad.max_context_mask(windows, doc_offset, max_seq_length).numpy()
+        valid_start, valid_end = (m.numpy() for m in serving_squad.span_masks(windows, max_seq_length))
         flat = 0
         for row, (q, c) in enumerate(zip(questions, contexts)):
             spans = squad.doc_spans_for(c, max_seq_length - 3 - q, doc_stride) or [(0, 0)]
@@ -164,9 +166,11 @@ def test_graph_windows_and_max_context_owners_are_the_features_on_random_layouts
                 assert windows["context"][flat].numpy().tolist() == [10_000 + 100 * row + k
                                                                      for k in range(start, start + length)]
                 assert windows["question"][flat].numpy().tolist() == [1 + 100 * row + k for k in range(q)]
-                expected = [q + 2 <= p < q + 2 + length and owners[start + p - q - 2] == index
-                            for p in range(max_seq_length)]
+                # [CLS] question [SEP] context [SEP]: the window's context at q + 2 .. q + 1 + length
+                context = [q + 2 <= p < q + 2 + length for p in range(max_seq_length)]
+                expected = [context[p] and owners[start + p - q - 2] == index for p in range(max_seq_length)]
                 assert mask[flat].tolist() == expected, layout
+                assert valid_start[flat].tolist() == expected and valid_end[flat].tolist() == context, layout
                 flat += 1
 
 
@@ -299,7 +303,9 @@ def test_the_length_checks_leave_room_for_one_context_piece():
 
 @pytest.mark.slow
 def test_a_model_not_yet_built_exports_its_heads(tmp_path):
-    model = AlbertForSquad(tiny_config(max_position_embeddings=16))  # built by the export, outside its functions
+    # built by the export, outside its functions; with dropout, which serving must leave off
+    model = AlbertForSquad(tiny_config(max_position_embeddings=16, hidden_dropout_prob=0.5,
+                                       attention_probs_dropout_prob=0.5))
     dirs = serving_squad.export_squad_model(model, str(tmp_path / "export"), max_seq_length=16, max_query_length=4)
     assert sorted(dirs) == ["ids"]
     features = {k: tf.constant(v, tf.int32) for k, v in (("input_ids", [[2, 10, 11, 3, 20, 21, 22, 3]]),
@@ -312,6 +318,9 @@ def test_a_model_not_yet_built_exports_its_heads(tmp_path):
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"sequence length exceeds max_position_embeddings \(16\)"):
         tf.saved_model.load(dirs["ids"]).signatures["serving_default"](
             **{k: tf.ones([1, 17], tf.int32) for k in features})
+    # called again on the same folder, the library replaces its own export (the script asks for --overwrite)
+    assert serving_squad.export_squad_model(model, str(tmp_path / "export"), max_seq_length=16,
+                                            max_query_length=4) == dirs
 
 
 def test_the_exports_defaults_are_run_squads_flags():

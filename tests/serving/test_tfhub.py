@@ -96,6 +96,17 @@ for name, path in spec["preprocessors"].items():
     put(name + ".pack_single", preprocess.bert_pack_inputs([a], seq_length=tf.constant(16)))
     put(name + ".pack_pair", preprocess.bert_pack_inputs([a, b], seq_length=tf.constant(16)))
     put(name + ".pack_pair_default_len", preprocess.bert_pack_inputs([a, b]))
+    # bert_pack_inputs takes [batch, (pieces)] and [batch, (words), (pieces)] alike: the other ragged rank of each
+    # segment (each piece its own word, or the words' pieces merged) packs to the same ids
+    def other_rank(tokens):
+        if tokens.ragged_rank == 2:
+            return tokens.merge_dims(1, 2)
+        pieces = tf.range(tf.size(tokens.flat_values, out_type=tokens.row_splits.dtype) + 1)
+        return tf.RaggedTensor.from_row_splits(tf.RaggedTensor.from_row_splits(tokens.flat_values, pieces),
+                                               tokens.row_splits)
+    put(name + ".pack_single_other_rank", preprocess.bert_pack_inputs([other_rank(a)], seq_length=tf.constant(16)))
+    put(name + ".pack_pair_other_rank", preprocess.bert_pack_inputs([other_rank(a), other_rank(b)],
+                                                                     seq_length=tf.constant(16)))
     put(name + ".default", preprocess(tf.constant(sentences["a"])))
     put(name + ".signature", preprocess.signatures["serving_default"](sentences=tf.constant(sentences["a"])))
 
@@ -233,6 +244,8 @@ def test_tfhub_preprocessing_matches_model_garden(mg_fixtures, tmp_path):
         if key in recorded:
             np.testing.assert_array_equal(value, recorded[key], err_msg=key)
     assert sum(key in recorded for key in ours) == len(recorded) - 2  # all but the sentences themselves
+    for key in [k for k in ours if "_other_rank." in k]:  # the other ragged rank packs alike
+        np.testing.assert_array_equal(ours[key], ours[key.replace("_other_rank.", ".")], err_msg=key)
     # serving_default names its outputs as Model Garden's: bert_pack_inputs{,_1,_2} = mask, type ids, word ids
     np.testing.assert_array_equal(ours["signature.bert_pack_inputs"], recorded["default.input_mask"])
     np.testing.assert_array_equal(ours["signature.bert_pack_inputs_1"], recorded["default.input_type_ids"])

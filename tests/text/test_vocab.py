@@ -19,7 +19,8 @@ from albert_tf import fileio, guard
 from albert_tf.errors import DataError, UsageError
 from albert_tf.text import vocab
 from albert_tf.text.tokenization import FullTokenizer
-from tests.helpers import DATA_DIR, SPM, assert_one_line_error, run_script, tiny_config, write_config
+from tests.helpers import (DATA_DIR, SPM, assert_one_line_error, assert_recorded, run_script, tiny_config,
+                           write_config)
 
 CORPUS = os.path.join(DATA_DIR, "corpus", "*.txt")
 SMALL = {"vocab_size": 800}
@@ -245,25 +246,36 @@ def test_bad_inputs_are_one_line(tmp_path):
 # ----------------------------------------------------------------- the chain
 @pytest.mark.slow
 def test_a_new_vocabulary_runs_through_records_pretraining_export_and_predict(tmp_path):
+    """The chain a user runs, each step reading the last one's outputs by a glob over their folder: every step's
+    settings record lies there too and is never read as data (JSON read as text or as records would fail)."""
     prefix = str(tmp_path / "vocab" / "v2k")
-    result = run_script("create_vocab.py", [f"--input_file={CORPUS}", f"--model_prefix={prefix}",
-                                            "--vocab_size=2000", "--input_sentence_size=3000"])
+    args = [f"--input_file={CORPUS}", f"--model_prefix={prefix}", "--vocab_size=2000", "--input_sentence_size=3000"]
+    result = run_script("create_vocab.py", args)
     assert result.returncode == 0, result.stderr[-3000:]
     assert re.search(r"reading input: .*MB/s", result.stderr) and "wrote " + prefix + ".model" in result.stderr
+    assert_recorded(prefix + ".settings.json", "create_vocab.py", args)
     model = prefix + ".model"
     assert spm.SentencePieceProcessor(model_file=model).get_piece_size() == 2000
 
-    records = str(tmp_path / "records.tfrecord")
-    result = run_script("create_pretraining_data.py", [
-        f"--input_file={os.path.join(DATA_DIR, 'corpus', 'sample_text.txt')}", f"--output_file={records}",
-        f"--spm_model_file={model}", "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1",
-        "--num_workers=1"])
+    corpus = tmp_path / "corpus"
+    args = [f"--input_file={os.path.join(DATA_DIR, 'corpus', 'sample_text.txt')}", f"--output_file={corpus}/sample.txt"]
+    result = run_script("prepare_corpus.py", args)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(os.listdir(corpus)) == ["sample.txt", "sample.txt.settings.json"]
+    assert_recorded(corpus / "sample.txt.settings.json", "prepare_corpus.py", args)
+
+    records = tmp_path / "records"
+    args = [f"--input_file={corpus}/*", f"--output_dir={records}", f"--spm_model_file={model}", "--max_seq_length=32",
+            "--max_predictions_per_seq=5", "--dupe_factor=1", "--num_workers=1"]
+    result = run_script("create_pretraining_data.py", args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"wrote \d+ instances from \d+ documents .*, 1 files, ", result.stderr), result.stderr[-3000:]
+    assert_recorded(records / "settings.json", "create_pretraining_data.py", args)
 
     config = write_config(tiny_config(vocab_size=2000, max_position_embeddings=32), tmp_path / "config.json")
     export = tmp_path / "export"
     result = run_script("run_pretraining.py", [
-        f"--input_file={records}", f"--albert_config_file={config}", f"--output_dir={tmp_path / 'out'}",
+        f"--input_file={records}/*", f"--albert_config_file={config}", f"--output_dir={tmp_path / 'out'}",
         "--max_seq_length=32", "--max_predictions_per_seq=5", "--train_batch_size=2", "--num_train_steps=2",
         "--num_warmup_steps=1", "--save_checkpoints_steps=2", "--iterations_per_loop=1",
         f"--spm_model_file={model}", f"--export_dir={export}"])
@@ -272,17 +284,21 @@ def test_a_new_vocabulary_runs_through_records_pretraining_export_and_predict(tm
     assert len(encoder) == 1, os.listdir(export)
 
     preprocessing = tmp_path / "preprocessing"
-    result = run_script("export_model.py", ["--export_type=preprocessing", f"--spm_model_file={model}",
-                                            "--max_seq_length=32", f"--export_dir={preprocessing}"])
+    args = ["--export_type=preprocessing", f"--spm_model_file={model}", "--max_seq_length=32",
+            f"--export_dir={preprocessing}"]
+    result = run_script("export_model.py", args)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert_recorded(tmp_path / "preprocessing.settings.json", "export_model.py", args)
     texts = ["The whale swam under the ship.", "Emma Woodhouse, handsome, clever, and rich."]
     inputs = tmp_path / "texts.txt"
     inputs.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
 
     ids_file = tmp_path / "ids.jsonl"
-    result = run_script("predict.py", [f"--export_dir={preprocessing}", f"--input_file={inputs}",
-                                       f"--output_file={ids_file}", "--outputs=input_ids"])
+    args = [f"--export_dir={preprocessing}", f"--input_file={inputs}", f"--output_file={ids_file}",
+            "--outputs=input_ids"]
+    result = run_script("predict.py", args)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert_recorded(tmp_path / "ids.jsonl.settings.json", "predict.py", args)
     tokenizer = FullTokenizer(spm_model_file=model)
     for text, line in zip(texts, ids_file.read_text(encoding="utf-8").splitlines()):
         expected = [2] + tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)) + [3]

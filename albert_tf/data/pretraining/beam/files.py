@@ -35,6 +35,8 @@ def list_inputs(input_files, what="--input_file"):
     listed, seen = [], set()
     for pattern in patterns:
         found = sorted(match(pattern), key=lambda m: m.path)
+        if glob.has_magic(pattern):  # as fileio.expand_globs: a wildcard never reads a settings record
+            found = [m for m in found if not fileio.is_settings_record(m.path)]
         if not found:
             logger.warning("input pattern %r matched no files", pattern)
         for meta in found:
