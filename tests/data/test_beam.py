@@ -264,8 +264,8 @@ def test_script_runs_the_pipeline_with_beam_options(tmp_path, reference):
         "--noglobal_shuffle"])
     assert result.returncode == 0, result.stderr[-3000:]
     names = sorted(os.listdir(out))
-    assert names == ["pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord"]
-    assert collections.Counter(_read([out / n for n in names])) == collections.Counter(local)
+    assert names == ["pretraining-00000-of-00002.tfrecord", "pretraining-00001-of-00002.tfrecord", "settings.json"]
+    assert collections.Counter(_read([out / n for n in names[:2]])) == collections.Counter(local)
     # A second run would mix its shards with these under one glob, or replace them: refused, nothing touched.
     before = {n: (out / n).read_bytes() for n in names}
     for count, message in (("4", "holds 2 file(s) of another run"), ("2", "exists already (2 output(s) of this run);"
@@ -537,7 +537,7 @@ def test_a_runner_takes_one_output_prefix(tmp_path):
     single = run_script("create_pretraining_data.py", args[:1] + [f"--output_file={tmp_path}/a,{tmp_path}/b"] +
                         args[2:3])
     assert single.returncode == 0, log_tail(single)  # without a runner, a list is the original's round-robin
-    assert sorted(os.listdir(tmp_path)) == ["a", "b"]
+    assert sorted(os.listdir(tmp_path)) == ["a", "a.settings.json", "b"]  # the record beside the first
 
 
 def test_no_beam_flags_without_runner(tmp_path):
@@ -552,7 +552,7 @@ def test_no_beam_flags_without_runner(tmp_path):
     assert os.listdir(tmp_path) == []
     beam_run = run_script("create_pretraining_data.py", args + ["--runner=DirectRunner"])
     assert beam_run.returncode == 0, log_tail(beam_run)
-    assert os.listdir(tmp_path) == ["x-00000-of-00001"]
+    assert sorted(os.listdir(tmp_path)) == ["x-00000-of-00001", "x.settings.json"]
 
 
 @pytest.mark.parametrize("args, message", [
