@@ -28,7 +28,7 @@ def record_path(role, value):
     list of files (`output_files`), beside the first."""
     if role == "output_files":
         value = (value if isinstance(value, (list, tuple)) else str(value).split(","))[0]
-    value = str(value)
+    value = str(value) if fileio.is_remote(value) else os.path.abspath(value)  # a local "." or "out/" named
     if role == "output_dir":
         return os.path.join(value, SETTINGS_JSON)
     return value.rstrip("/") + fileio.SETTINGS_RECORD_SUFFIX

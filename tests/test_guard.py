@@ -14,7 +14,7 @@ import sys
 import pytest
 from absl import flags
 
-from albert_tf import cli, fileio, guard
+from albert_tf import cli, fileio, guard, settings_record
 from albert_tf.errors import MissingDataError, RunError, UsageError
 from albert_tf.settings import NON_NEGATIVE, Range, flag_specs, setting
 from tests.helpers import REPO, subprocess_env
@@ -602,15 +602,17 @@ RECORDED = flag_specs(_Recorded)
     ("export_dir", "exports/model/", "exports/model.settings.json"),
     ("output_path", "vocab/v2k", "vocab/v2k.settings.json"),
     ("output_files", "a.tfrecord,b.tfrecord", "a.tfrecord.settings.json"),
+    ("export_dir", ".", "../work.settings.json"),  # beside the folder, whatever its name's spelling
 ])
 def test_a_run_that_succeeds_records_its_settings_where_its_output_kind_says(tmp_path, monkeypatch, name, value,
                                                                               record):
-    monkeypatch.chdir(tmp_path)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
     monkeypatch.setattr(sys, "argv", ["tool.py", f"--{name}={value}", "--rate=0.25"])
     values = {"cache_dir": "cache", "rate": 0.25, "columns": [1, 2], "input_file": None, name: value}
     with guard.guarded(RECORDED, values):
         assert not os.path.exists(record), "the record is written once the run has succeeded"
-    recorded = json.loads((tmp_path / record).read_text())
+    recorded = json.loads((tmp_path / "work" / record).read_text())
     assert recorded["settings"] == values and list(recorded["settings"]) == list(values)
     assert recorded["command"] == ["tool.py", f"--{name}={value}", "--rate=0.25"]
     assert recorded["versions"]["albert_tf"] and recorded["versions"]["tensorflow"]
@@ -645,3 +647,8 @@ def test_a_record_is_an_output_checked_as_any(tmp_path):
 def test_records_is_for_outputs():
     with pytest.raises(ValueError, match="records=True"):
         setting(None, "In.", role="input_file", records=True)
+
+
+def test_a_remote_outputs_record_is_named_as_given():
+    assert settings_record.record_path("output_tree", "gs://b/export/") == "gs://b/export.settings.json"
+    assert settings_record.record_path("output_dir", "gs://b/records") == "gs://b/records/settings.json"
