@@ -48,6 +48,10 @@ class PredictRequest:
     text_columns: list = setting(None, "Take these (0-based) tab-separated columns as the text(s), e.g. 0 or 3,4.",
                                  items=int, count=Range(1, 2), bounds=NON_NEGATIVE)
     skip_header: bool = setting(False, "The first line is a header.")
+    pair_inputs: list = setting(None, "Pairs: the export's two text inputs in the order of the columns, e.g. "
+                                      "premise,hypothesis, where they are not text_a/text_b, question/context or "
+                                      "sentence1/sentence2 (a SavedModel keeps no order of its inputs).",
+                                count=Range(2, 2))
     outputs: list = setting(None, "Outputs to write (default: all of a text model; pooled_output of an encoder; add "
                                   "sequence_output for token vectors).")
     request_json: str = setting(None, "Instead of a text file: a TF Serving REST :predict body (a file, or '-' for "
@@ -79,7 +83,7 @@ def main(argv):
     stats = batch_prediction.predict_file(request.export_dir, request.input_file, request.output_file,
                                           encoder_dir=request.encoder_dir, batch_size=request.batch_size,
                                           text_columns=request.text_columns or None, skip_header=request.skip_header,
-                                          outputs=request.outputs)
+                                          outputs=request.outputs, pair_inputs=request.pair_inputs)
     logging.info("Wrote %d predictions (signature %s) to %s in %.1f s (%.1f examples/s)", stats["examples"],
                  stats["signature"], stats["output_file"], stats["seconds"], stats["examples_per_second"])
 

@@ -132,17 +132,28 @@ def _inputs(fn):
     return fn.structured_input_signature[1]
 
 
-def _ordered_names(fn):
+def _ordered_names(name, fn, pair_inputs=None):
+    """The input names of the signature `name` in the order of the file's text columns. A SavedModel keeps no order
+    of a signature's inputs, so a pair is read in a known order (`_PAIR_ORDERS`) or the one `pair_inputs` gives."""
     names = set(_inputs(fn))
+    if len(names) == 1:
+        return list(names)
+    if pair_inputs:
+        if set(pair_inputs) != names:
+            raise PredictError(f"--pair_inputs {','.join(pair_inputs)}: the signature {name} takes "
+                               f"{', '.join(sorted(names))}")
+        return list(pair_inputs)
     for order in _PAIR_ORDERS:
         if set(order) == names:
             return list(order)
-    declared = list(getattr(fn, "_arg_keywords", None) or [])
-    return declared if set(declared) == names else sorted(names)
+    raise PredictError(f"the signature {name} takes {', '.join(sorted(names))}, in no order known here (a SavedModel "
+                       "keeps none); name the input of the first text column first with --pair_inputs, e.g. "
+                       f"--pair_inputs={','.join(sorted(names))}")
 
 
-def string_signature(loaded, num_texts):
-    """(name, function, ordered input names) of `loaded`'s signature taking `num_texts` string tensors [batch]."""
+def string_signature(loaded, num_texts, pair_inputs=None):
+    """(name, function, ordered input names) of `loaded`'s signature taking `num_texts` string tensors [batch];
+    `pair_inputs`: a pair signature's input names in the order of the texts (see `_ordered_names`)."""
     candidates = {}
     for name, fn in loaded.signatures.items():
         specs = _inputs(fn)
@@ -154,11 +165,8 @@ def string_signature(loaded, num_texts):
         kind = "one text per example" if num_texts == 1 else "text pairs"
         raise PredictError(f"the export has no signature taking {kind} as {num_texts} string tensor(s); it has: "
                            f"{described}")
-    for name in _PREFERRED[num_texts]:
-        if name in candidates:
-            return name, candidates[name], _ordered_names(candidates[name])
-    name = sorted(candidates)[0]
-    return name, candidates[name], _ordered_names(candidates[name])
+    name = next((n for n in _PREFERRED[num_texts] if n in candidates), sorted(candidates)[0])
+    return name, candidates[name], _ordered_names(name, candidates[name], pair_inputs)
 
 
 def to_json(value):
@@ -182,15 +190,18 @@ class Predictor:
       export_dir: a SavedModel with string-input signatures, or a preprocessing export (with `encoder_dir`).
       encoder_dir: an encoder export to run on the preprocessing export's ids.
       outputs: output names to keep (default: all of a text model; `pooled_output` of an encoder).
+      pair_inputs: a pair signature's two input names in the order of the texts, where they are none of the known
+        pairs (text_a/text_b, question/context, sentence1/sentence2).
     """
 
-    def __init__(self, export_dir, encoder_dir=None, outputs=None):
+    def __init__(self, export_dir, encoder_dir=None, outputs=None, pair_inputs=None):
         for path in (export_dir, encoder_dir):  # both named before either is loaded
             if path:
                 require_saved_model(path, PredictError)
         self.model = load_saved_model(export_dir, PredictError)
         self.encoder = load_saved_model(encoder_dir, PredictError) if encoder_dir else None
         self.outputs = list(outputs) if outputs else None
+        self.pair_inputs = list(pair_inputs) if pair_inputs else None
         if self.encoder is not None:
             if "serving_default" not in self.encoder.signatures:
                 raise PredictError(f"{encoder_dir} has no serving_default signature")
@@ -202,7 +213,7 @@ class Predictor:
                 self.outputs = ["pooled_output"]
 
     def signature_for(self, num_texts):
-        return string_signature(self.model, num_texts)
+        return string_signature(self.model, num_texts, self.pair_inputs)
 
     def predict(self, texts_a, texts_b=None):
         num_texts = 1 if texts_b is None else 2
@@ -245,16 +256,17 @@ def _refused_example(predictor, batch, line_numbers, input_file, where, refused)
 
 
 def predict_file(export_dir, input_file, output_file, encoder_dir=None, batch_size=32, text_columns=None,
-                 skip_header=False, outputs=None, log_every_seconds=5.0, progress=None):
+                 skip_header=False, outputs=None, log_every_seconds=5.0, progress=None, pair_inputs=None):
     """Runs the export on every example of `input_file` and writes JSON lines to `output_file` ("-" = stdout).
 
     Returns {"examples", "seconds", "examples_per_second", "signature", "output_file"}. `progress(done, total)`
-    is called after each batch (default: a log line at most every `log_every_seconds`).
+    is called after each batch (default: a log line at most every `log_every_seconds`). `pair_inputs`: see
+    `Predictor`.
     """
     if batch_size < 1:
         raise PredictError(f"batch_size must be at least 1, got {batch_size}")
     examples, line_numbers = read_numbered_examples(input_file, text_columns=text_columns, skip_header=skip_header)
-    predictor = Predictor(export_dir, encoder_dir=encoder_dir, outputs=outputs)
+    predictor = Predictor(export_dir, encoder_dir=encoder_dir, outputs=outputs, pair_inputs=pair_inputs)
     num_texts = len(examples[0])
     signature, _, names = predictor.signature_for(num_texts)
     text_keys = ["text"] if num_texts == 1 else names

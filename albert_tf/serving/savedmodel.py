@@ -15,6 +15,7 @@ target (`albert_tf.fileio`) and renamed into place when complete.
 
 import json
 import os
+import re
 
 import tensorflow as tf
 
@@ -222,16 +223,27 @@ def checked_ids(input_ids, max_positions, axis=1, vocab_size=None):
         return tf.identity(input_ids)
 
 
+# TF's wording around an assertion's own message: "assertion failed: [<message>] [Condition ...] ...".
+_ASSERTION = re.compile(r"assertion failed: \[(?P<message>.*?)\](?= \[|\s*$)", re.MULTILINE)
+# The lines TF puts before it: the graph error, the node, its stack.
+_TF_CONTEXT = ("Graph execution error", "Detected at node", "<stack traces unavailable>", "  File ")
+
+
 def refusal(error):
     """The line of `checked_ids`' message that a failed check (an `InvalidArgumentError`) holds, e.g. "sequence
-    length exceeds max_position_embeddings (128)", without TF's graph context; else the first line of the
-    message that is not TF's "Graph execution error"."""
+    length exceeds max_position_embeddings (128)", without TF's graph context; else the message of another
+    export's own assertion (`tf.debugging.assert_*`); else the first line of the message that is not TF's
+    context."""
     message = error.message
     for marker in ("sequence length exceeds", "input_ids outside the vocabulary"):
         if marker in message:
             found = message[message.index(marker):]
             return found[:found.index(")") + 1] if ")" in found else found.split("\n")[0]
-    return next((line for line in message.splitlines() if line.strip() and "Graph execution" not in line), message)
+    assertion = _ASSERTION.search(message)
+    if assertion:
+        return assertion.group("message")
+    return next((line for line in message.splitlines() if line.strip() and not line.startswith(_TF_CONTEXT)),
+                message)
 
 
 def saved_model_size(export_dir):

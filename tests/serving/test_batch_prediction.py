@@ -275,6 +275,7 @@ def test_outputs_become_json_values():
     assert batch_prediction.to_json(np.array(b"one", object)) == "one"
     assert batch_prediction.to_json(np.int32(3)) == 3 and type(batch_prediction.to_json(np.float32(0.5))) is float
     assert batch_prediction.to_json([b"a", [np.int64(1)]]) == ["a", [1]]
+    assert batch_prediction.to_json(["a", 2, 0.5, None, True]) == ["a", 2, 0.5, None, True]  # JSON's own, as they are
 
 
 class _Lengths(tf.Module):
@@ -339,6 +340,80 @@ def test_a_text_file_runs_through_a_string_export_in_batches(lengths_export, tmp
     assert out.read_text() == "kept"
     with pytest.raises(batch_prediction.PredictError, match="^batch_size must be at least 1, got 0$"):
         batch_prediction.predict_file(lengths_export, str(source), str(out), batch_size=0)
+
+
+class _Unpreferred(tf.Module):
+    """An export none of whose signature names the predictor prefers: two taking one text [batch] (refusing a
+    batch of more than two as a whole), one taking ids [batch] and one texts [batch, 2] (neither is text), and a
+    pair whose input names are in no known order (`premise` refused past 8 characters)."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="words")])
+    def first(self, words):
+        check = tf.debugging.assert_less_equal(tf.size(words), 2, message="batch of more than 2")
+        with tf.control_dependencies([check]):
+            return {"by": tf.fill(tf.shape(words), "b_text")}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="words")])
+    def second(self, words):
+        return {"by": tf.fill(tf.shape(words), "c_text")}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32, name="ids")])
+    def ids(self, ids):
+        return {"by": tf.fill(tf.shape(ids), "a_ids")}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.string, name="rows")])
+    def rows(self, rows):
+        return {"by": tf.fill(tf.shape(rows)[:1], "a_rows")}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="premise"),
+                                  tf.TensorSpec([None], tf.string, name="hypothesis")])
+    def entail(self, premise, hypothesis):
+        length = tf.strings.length(premise)
+        check = tf.debugging.assert_less_equal(length, 8, message="premise longer than 8")
+        with tf.control_dependencies([check]):
+            return {"code": length * 10 + tf.strings.length(hypothesis)}
+
+
+def test_signatures_no_name_prefers_are_chosen_by_name_and_read_in_their_own_order(tmp_path):
+    """Without a preferred name, the first text signature by name (ids [batch] and texts [batch, 2] are no text
+    signatures); a pair's inputs in no known order refused unless named in order (a SavedModel keeps none, so
+    any other choice would be a guess); a batch refused as a whole (each example alone passes) named by its
+    lines; a pair refused for its first text named by its line."""
+    path = str(tmp_path / "export")
+    module = _Unpreferred()
+    tf.saved_model.save(module, path, signatures={"b_text": module.first, "c_text": module.second,
+                                                  "a_ids": module.ids, "a_rows": module.rows, "entail": module.entail})
+    predictor = batch_prediction.Predictor(path)
+    assert predictor.signature_for(1)[::2] == ("b_text", ["words"])
+    assert predictor.predict(["x", "y"])["by"].tolist() == [b"b_text"] * 2
+    with pytest.raises(batch_prediction.PredictError, match=r"^the signature entail takes hypothesis, premise, in "
+                                                            r"no order known here .*--pair_inputs=hypothesis,premise$"):
+        predictor.predict(["abc"], ["de"])
+    with pytest.raises(batch_prediction.PredictError, match=r"^--pair_inputs premise,claim: the signature entail "
+                                                            r"takes hypothesis, premise$"):
+        batch_prediction.Predictor(path, pair_inputs=["premise", "claim"]).signature_for(2)
+    predictor = batch_prediction.Predictor(path, pair_inputs=["premise", "hypothesis"])
+    assert predictor.signature_for(2)[::2] == ("entail", ["premise", "hypothesis"])
+    assert predictor.predict(["abc"], ["de"])["code"].tolist() == [32]
+    source = tmp_path / "in.txt"
+    source.write_text("a\nb\nc\n", encoding="utf-8")
+    with pytest.raises(batch_prediction.PredictError, match=rf"^{source}:1-3: batch of more than 2$"):
+        batch_prediction.predict_file(path, str(source), str(tmp_path / "out.jsonl"), batch_size=3)
+    source.write_text("short\tx\nmuch too long\ty\n", encoding="utf-8")
+    with pytest.raises(batch_prediction.PredictError, match=rf"^{source}:2: premise longer than 8$"):
+        batch_prediction.predict_file(path, str(source), str(tmp_path / "out.jsonl"),
+                                      pair_inputs=["premise", "hypothesis"])
+
+
+def test_texts_may_be_bytes_and_a_file_goes_in_batches_of_32(lengths_export, tmp_path):
+    predictor = batch_prediction.Predictor(lengths_export, outputs=["length"])
+    assert predictor.predict([b"ab", "\u00e9".encode()])["length"].tolist() == [2, 1]  # UTF-8 bytes as given
+    source = tmp_path / "in.txt"
+    source.write_text("x\n" * 33, encoding="utf-8")
+    calls = []
+    batch_prediction.predict_file(lengths_export, str(source), str(tmp_path / "out.jsonl"),
+                                  progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(32, 33), (33, 33)]
 
 
 def test_a_predictor_picks_the_string_signature_and_the_outputs_asked(lengths_export, tmp_path):

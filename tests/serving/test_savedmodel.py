@@ -133,3 +133,11 @@ def test_a_refusal_is_the_checks_own_line():
     assert savedmodel.refusal(Error("input_ids outside the vocabulary [0, 30000) held")) == \
         "input_ids outside the vocabulary [0, 30000)"
     assert savedmodel.refusal(Error("Graph execution error:\n\nsomething else\nmore")) == "something else"
+    # another export's own assertion, as TF words it for a loaded SavedModel: its message, not TF's context
+    loaded = ("Graph execution error:\n\nDetected at node assert_less_equal/Assert/Assert defined at (most recent "
+              "call last):\n<stack traces unavailable>\nassertion failed: [batch of more than 2] [Condition x <= y "
+              "did not hold element-wise:] [x (Size:0) = ] [3]\n\t [[{{node assert_less_equal/Assert/Assert}}]]")
+    assert savedmodel.refusal(Error(loaded)) == "batch of more than 2"
+    assert savedmodel.refusal(Error("assertion failed: [no condition follows]")) == "no condition follows"
+    traced = "Graph execution error:\n\nDetected at node x defined at (most recent call last):\n  File \"a.py\"\nbad"
+    assert savedmodel.refusal(Error(traced)) == "bad"
