@@ -414,6 +414,11 @@ def test_texts_may_be_bytes_and_a_file_goes_in_batches_of_32(lengths_export, tmp
     batch_prediction.predict_file(lengths_export, str(source), str(tmp_path / "out.jsonl"),
                                   progress=lambda done, total: calls.append((done, total)))
     assert calls == [(32, 33), (33, 33)]
+    calls.clear()
+    source.write_text("x\ny\n", encoding="utf-8")
+    batch_prediction.predict_file(lengths_export, str(source), str(tmp_path / "out.jsonl"), batch_size=1,
+                                  progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(1, 2), (2, 2)]  # one example a batch is a batch
 
 
 def test_a_predictor_picks_the_string_signature_and_the_outputs_asked(lengths_export, tmp_path):

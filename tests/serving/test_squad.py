@@ -253,8 +253,11 @@ def test_text_export_answers_as_the_python_postprocessing_does(tmp_path, version
     assert {k: float(v.numpy()) for k, v in settings.items()} == {
         "null_score_diff_threshold": threshold or 0.0, "max_answer_length": 30, "doc_stride": stride, "n_best_size": 20}
     answer = text_export.signatures["serving_default"]
-    served = {k: v.numpy() for k, v in answer(question=tf.constant([e.question_text for e in examples] + ["Who?"]),
-                                              context=tf.constant([e.paragraph_text for e in examples] + [""])).items()}
+    questions = tf.constant([e.question_text for e in examples] + ["Who?"])
+    contexts = tf.constant([e.paragraph_text for e in examples] + [""])
+    served = {k: v.numpy() for k, v in answer(question=questions, context=contexts).items()}
+    called = text_export.answer(questions, contexts)  # the function itself, for Python callers
+    assert sorted(called) == sorted(served) and called["answer_text"].numpy().tolist() == served["answer_text"].tolist()
     windows = [[f for f in features if f.example_index == i] for i in range(len(examples))]
     assert served["num_windows"].tolist() == [len(w) for w in windows] + [1] and min(map(len, windows)) >= 3
     flat = 0
