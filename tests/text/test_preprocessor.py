@@ -149,6 +149,21 @@ def test_unicode_version_gaps_are_bridged():
     assert_same_ids(tokenizer, layer, ["\U0001ccd6bc", "\u2c2f\u2c2f", "a\u0898Σ"])
 
 
+def test_the_tables_are_computed_once_before_tracing():
+    """`build_tables` fills every table a trace of the layer reads, so tracing (and exporting) finds them made:
+    each is then a cache hit."""
+    tables = [unicode_graph.normalization_exceptions, unicode_graph._lowercase_patches,
+              unicode_graph._sigma_context_ranges, unicode_graph.char_class]
+    for table in tables:
+        table.cache_clear()
+    unicode_graph.build_tables("NFKD", lower=True)
+    assert unicode_graph.char_class.cache_info().currsize == len(unicode_graph._PREDICATES)
+    assert all(table.cache_info().currsize == 1 for table in tables[:3])
+    unicode_graph.build_tables("NFD", lower=False)  # another form, no lowercasing: its exceptions only
+    assert unicode_graph.normalization_exceptions.cache_info().currsize == 2
+    assert unicode_graph._lowercase_patches.cache_info().currsize == 1
+
+
 def test_known_disagreements():
     """The input classes where the graph differs from Python, pinned down (see the preprocessor module's docstring).
 
