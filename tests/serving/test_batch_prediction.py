@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -419,6 +420,25 @@ def test_texts_may_be_bytes_and_a_file_goes_in_batches_of_32(lengths_export, tmp
     batch_prediction.predict_file(lengths_export, str(source), str(tmp_path / "out.jsonl"), batch_size=1,
                                   progress=lambda done, total: calls.append((done, total)))
     assert calls == [(1, 2), (2, 2)]  # one example a batch is a batch
+
+
+
+def test_progress_is_logged_at_most_every_interval_and_at_the_end(lengths_export, tmp_path, caplog, monkeypatch):
+    """A batch a second (a clock of its own): with a 1.5 s interval, a line at the second batch, none at the third
+    (1 s after the last line), one at the end; every batch with an interval of 1 s (the interval itself counts) or
+    0; none but the last with one too long."""
+    source = tmp_path / "in.txt"
+    source.write_text("w\nx\ny\nz\n", encoding="utf-8")
+    every_batch = ["1/4", "2/4", "3/4", "4/4"]
+    for every, logged in ((1.5, ["2/4", "4/4"]), (1.0, every_batch), (1e9, ["4/4"]), (0.0, every_batch)):
+        clock = iter(range(100))
+        monkeypatch.setattr(batch_prediction, "time", types.SimpleNamespace(time=lambda: next(clock)))
+        caplog.clear()
+        with caplog.at_level("INFO"):
+            batch_prediction.predict_file(lengths_export, str(source), str(tmp_path / "out.jsonl"), batch_size=1,
+                                          log_every_seconds=every)
+        lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("predicted ")]
+        assert [line.split()[1] for line in lines] == logged, (every, lines)
 
 
 def test_a_predictor_picks_the_string_signature_and_the_outputs_asked(lengths_export, tmp_path):
