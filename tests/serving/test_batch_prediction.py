@@ -439,6 +439,7 @@ def test_progress_is_logged_at_most_every_interval_and_at_the_end(lengths_export
                                           log_every_seconds=every)
         lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("predicted ")]
         assert [line.split()[1] for line in lines] == logged, (every, lines)
+        assert f"Predicting 4 examples with signature 'text' of {lengths_export}, batch size 1" in caplog.text
 
 
 def test_a_predictor_picks_the_string_signature_and_the_outputs_asked(lengths_export, tmp_path):

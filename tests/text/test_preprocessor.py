@@ -164,6 +164,16 @@ def test_the_tables_are_computed_once_before_tracing():
     assert unicode_graph._lowercase_patches.cache_info().currsize == 1
 
 
+def test_without_unicode_gaps_icu_normalizes_alone(monkeypatch):
+    """Where Python's Unicode database knows every character ICU does (no exceptions), the graph's
+    normalization is ICU's own, and it is Python's."""
+    monkeypatch.setattr(unicode_graph, "normalization_exceptions", lambda form: ())
+    texts = ["Å ﬁ é", "x\u0301\u0327", ""]
+    for form in ("NFD", "NFKD"):
+        got = unicode_graph.normalize_utf8(tf.constant(texts), form).numpy()
+        assert [g.decode("utf-8") for g in got] == [unicodedata.normalize(form, t) for t in texts]
+
+
 def test_known_disagreements():
     """The input classes where the graph differs from Python, pinned down (see the preprocessor module's docstring).
 
