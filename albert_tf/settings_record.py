@@ -35,13 +35,11 @@ def record_path(role, value):
 
 
 def plain(value):
-    """`value` as JSON holds it: a tuple as a list, NaN as null, a type (a list setting's item type) by name."""
+    """`value` as JSON holds it: a tuple as a list, NaN as null."""
     if isinstance(value, (tuple, list)):
         return [plain(v) for v in value]
     if isinstance(value, float) and math.isnan(value):
         return None
-    if isinstance(value, type):
-        return value.__name__
     return value
 
 
@@ -72,7 +70,6 @@ def write_record(path, settings, command=None):
     record = {"settings": {name: plain(value) for name, value in settings.items()}, "versions": versions(),
               "command": list(sys.argv if command is None else command)}
     fileio.write_text(path, json.dumps(record, indent=2) + "\n")
-    return path
 
 
 def read_settings(path, what):
