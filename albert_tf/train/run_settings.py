@@ -10,7 +10,6 @@ executes or how long it trains, and the paths of its files, may differ freely.
 """
 
 import dataclasses
-import os
 
 from albert_tf import settings_record
 from albert_tf.errors import RunError
@@ -41,7 +40,8 @@ def training_settings(params):
 
 def read_settings(output_dir):
     """The recorded settings of the run in `output_dir` ({flag name: value}), or None where none were recorded."""
-    return settings_record.read_settings(os.path.join(output_dir, SETTINGS_JSON), f"--output_dir {output_dir}")
+    return settings_record.read_settings(settings_record.record_path("output_dir", output_dir),
+                                         f"--output_dir {output_dir}")
 
 
 def check_resume(output_dir, params, allow_change=False):
@@ -62,4 +62,4 @@ def check_resume(output_dir, params, allow_change=False):
 
 def record_settings(output_dir, params):
     """Writes `<output_dir>/settings.json`: the resolved settings, versions and command line."""
-    settings_record.write_record(os.path.join(output_dir, SETTINGS_JSON), resolved_settings(params))
+    settings_record.write_record(settings_record.record_path("output_dir", output_dir), resolved_settings(params))
