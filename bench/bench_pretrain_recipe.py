@@ -97,17 +97,7 @@ FLAGS = flags.FLAGS
 def define_flags():
     """The flags (defined when run as a script, so that importing the module, as its test does, defines none)."""
     flags.DEFINE_string("work_dir", "/root/albert_recipe_search", "Where every stage writes (resumable).")
-    flags.DEFINE_enum("corpus", "shared", ["shared", "shipped"], "shared: whole books of --gutenberg_dir; shipped: "
-                                                                 "the excerpts in data/corpus/.")
-    flags.DEFINE_string("gutenberg_dir", common.GUTENBERG, "The raw NLTK Gutenberg selection (for --corpus=shared).")
-    flags.DEFINE_string("eval_book", "chesterton-thursday", "Book held out for the evaluation.")
-    flags.DEFINE_list("extra_text", list(unlabelled_text.SOURCES), "Unlabelled task text pretrained on beside the "
-                      f"books: any of {', '.join(unlabelled_text.SOURCES)} (bench/support/unlabelled_text.py).")
-    flags.DEFINE_string("race_dir", os.path.join(common.SHARED_DATA, "race", "RACE"), "RACE folder.")
-    flags.DEFINE_string("squad_file", os.path.join(common.SHARED_DATA, "squad", "dev-v1.1.json.zip"),
-                        "SQuAD v1.1 JSON or zip.")
-    flags.DEFINE_string("glue_dir", os.path.join(common.SHARED_DATA, "glue"), "GLUE data folder.")
-    flags.DEFINE_string("albert_config_file", common.TINY_CONFIG, "The model.")
+    define_corpus_flags()
     flags.DEFINE_list("vocab_sizes", ["16000", "8000"], "Vocabularies trained by create_vocab on the training text.")
     flags.DEFINE_integer("dupe_factor", 15, "create_pretraining_data --dupe_factor of the training records.")
     flags.DEFINE_enum("grid", "default", ["default", "smoke"], "The candidates (see grid()).")
@@ -122,6 +112,21 @@ def define_flags():
     flags.DEFINE_string("plot", os.path.join(common.FIGURES_DIR, "pretrain_recipe_search.png"), "The figure.")
     flags.DEFINE_string("train_candidate", None, "(internal) train this candidate to --train_steps in this process.")
     flags.DEFINE_integer("train_steps", 0, "(internal) with --train_candidate.")
+
+
+def define_corpus_flags():
+    """The flags of the text and the model that `corpus()` and `model_config()` read (bench_sop_scaling.py's too)."""
+    flags.DEFINE_enum("corpus", "shared", ["shared", "shipped"], "shared: whole books of --gutenberg_dir; shipped: "
+                                                                 "the excerpts in data/corpus/.")
+    flags.DEFINE_string("gutenberg_dir", common.GUTENBERG, "The raw NLTK Gutenberg selection (for --corpus=shared).")
+    flags.DEFINE_string("eval_book", "chesterton-thursday", "Book held out for the evaluation.")
+    flags.DEFINE_list("extra_text", list(unlabelled_text.SOURCES), "Unlabelled task text pretrained on beside the "
+                      f"books: any of {', '.join(unlabelled_text.SOURCES)} (bench/support/unlabelled_text.py).")
+    flags.DEFINE_string("race_dir", os.path.join(common.SHARED_DATA, "race", "RACE"), "RACE folder.")
+    flags.DEFINE_string("squad_file", os.path.join(common.SHARED_DATA, "squad", "dev-v1.1.json.zip"),
+                        "SQuAD v1.1 JSON or zip.")
+    flags.DEFINE_string("glue_dir", os.path.join(common.SHARED_DATA, "glue"), "GLUE data folder.")
+    flags.DEFINE_string("albert_config_file", common.TINY_CONFIG, "The model.")
 
 
 BATCH = 64
@@ -257,7 +262,7 @@ def corpus(work_dir):
         raise SystemExit(f"bench_pretrain_recipe: error: --eval_book {FLAGS.eval_book} is not among the books")
     extra = []
     for source in FLAGS.extra_text:
-        path = os.path.join(out, f"extra-{source}.txt")
+        path = os.path.join(out, extra_file_name(source))
         if not os.path.exists(path):
             jsonl = path[:-4] + ".jsonl"
             unlabelled_text.write_jsonl(jsonl, unlabelled_text.documents(
@@ -265,6 +270,11 @@ def corpus(work_dir):
             prepare_corpus([jsonl], path)
         extra.append(path)
     return [b for b in books if b not in held] + extra, held
+
+
+def extra_file_name(source):
+    """The training text file that `corpus()` makes of one of unlabelled_text.SOURCES."""
+    return f"extra-{source}.txt"
 
 
 def spm_file(work_dir, vocab, train_files):

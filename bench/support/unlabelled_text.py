@@ -22,6 +22,7 @@ import zipfile
 from albert_tf import fileio
 
 SOURCES = ("race", "squad", "sst-2", "mrpc")
+ORDERLESS = ("sst-2", "mrpc")  # their documents are groups of unrelated sentences: no sentence order to learn
 GROUP = 10  # sentences per document for the GLUE sources
 
 

@@ -149,6 +149,31 @@ def test_unicode_version_gaps_are_bridged():
     assert_same_ids(tokenizer, layer, ["\U0001ccd6bc", "\u2c2f\u2c2f", "a\u0898Σ"])
 
 
+def _python_sigma(text):
+    """`text` with each capital sigma replaced as `str.lower` replaces it (the other characters kept)."""
+    return "".join(low if c == "Σ" else c for c, low in zip(text, text.lower()))
+
+
+def test_capital_sigma_is_resolved_as_python_lowercases_it_in_any_batch():
+    """Final or medial sigma in every context, a text alone and in batches: a sigma at the start or end of the
+    batch, the batch's only letter, a cased letter before it in another text (the scan must stop at the text)."""
+    alphabet = ["Σ", "Α", "a", ".", "'", "\u0308", " ", "1"]
+    rng = np.random.default_rng(7)
+    texts = ["Σ", "ΑΣ", "Σ.", "ΑΣ.", "Σ Α", ".Σ", "ΑΣΑ", "Α'Σ", "ΑΣ'", "Α\u0308Σ", "ΑΣ\u0308", "", "1Σ", "ΣΣ", "Α Σ"]
+    texts += ["".join(rng.choice(alphabet, size=rng.integers(1, 7))) for _ in range(300)]
+    for t in texts[:15]:
+        assert len(t.lower()) == len(t)
+    batches = [[t] for t in texts]
+    start = 0
+    while start < len(texts):
+        size = int(rng.integers(1, 6))
+        batches.append(texts[start:start + size])
+        start += size
+    for batch in (b for b in batches if any("Σ" in t for t in b)):  # the caller's condition (`has_sigma`)
+        got = unicode_graph._resolve_capital_sigma(tf.constant(batch)).numpy()
+        assert [g.decode("utf-8") for g in got] == [_python_sigma(t) for t in batch], batch
+
+
 def test_the_tables_are_computed_once_before_tracing():
     """`build_tables` fills every table a trace of the layer reads, so tracing (and exporting) finds them made:
     each is then a cache hit."""
