@@ -57,11 +57,10 @@ def _is_cjk(char):
 
 
 _PREDICATES = {
-    "python_space": str.isspace,  # what str.split()/str.strip() treat as whitespace
+    "python_space": str.isspace,  # what str.split()/str.strip() treat as whitespace (BERT's `is_whitespace` too)
     "python_digit": str.isdigit,  # `piece[-2].isdigit()` in the digit-comma rule
     "combining": _is_combining,  # `unicodedata.combining(c)` in preprocess_text
     "bert_removed": wordpiece.is_removed_in_cleanup,
-    "bert_space": wordpiece.is_whitespace,
     "bert_punct": wordpiece.is_punctuation,
     "cjk": _is_cjk,
     "non_spacing_mark": _is_non_spacing_mark,
@@ -257,7 +256,7 @@ def lower_utf8(text):
 
 
 @graph_code
-def preprocess_text_graph(text, lower=True, map_latex_quotes=False):
+def preprocess_text_graph(text, lower=False, map_latex_quotes=False):
     """In-graph `tokenization.preprocess_text(text, lower=lower, map_latex_quotes=...)` for a [batch] string
     tensor."""
     text = drop_invalid_utf8(text)
@@ -277,12 +276,11 @@ def basic_tokenize_graph(text, do_lower_case=True):
     """In-graph `wordpiece.BasicTokenizer(do_lower_case).tokenize` for a [batch] string tensor -> ragged words."""
     text = drop_invalid_utf8(text)
     text = tf.strings.regex_replace(text, char_class("bert_removed"), "")
-    text = tf.strings.regex_replace(text, char_class("bert_space"), " ")
     text = tf.strings.regex_replace(text, "(" + char_class("cjk") + ")", " \\1 ")
     if do_lower_case:
         text = lower_utf8(text)
         text = normalize_utf8(text, "NFD")
         text = tf.strings.regex_replace(text, char_class("non_spacing_mark"), "")
     text = tf.strings.regex_replace(text, "(" + char_class("bert_punct") + ")", " \\1 ")
-    text = tf.strings.regex_replace(text, char_class("python_space") + "+", " ")
+    text = tf.strings.regex_replace(text, char_class("python_space") + "+", " ")  # BERT's whitespace is Python's
     return tf.strings.split(text)

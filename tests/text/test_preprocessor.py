@@ -16,7 +16,8 @@ import tensorflow as tf
 from albert_tf.text import unicode_graph, wordpiece
 from albert_tf.serving.text_module import export_text_preprocessor
 from albert_tf.text.preprocessor import AlbertTextPreprocessor, pack_inputs
-from albert_tf.text.tokenization import FullTokenizer, TokenizerError, encode_pair, truncate_seq_pair
+from albert_tf.text.common import convert_to_unicode
+from albert_tf.text.tokenization import FullTokenizer, TokenizerError, encode_pair, preprocess_text, truncate_seq_pair
 from tests.helpers import DATA_DIR, FIXTURES_DIR, SPM, tiny_sentencepiece
 from tests.text.original_tokenization import original_ids, original_preprocess_text, sst2_lines_with_latex_quotes
 
@@ -172,6 +173,45 @@ def test_capital_sigma_is_resolved_as_python_lowercases_it_in_any_batch():
     for batch in (b for b in batches if any("Σ" in t for t in b)):  # the caller's condition (`has_sigma`)
         got = unicode_graph._resolve_capital_sigma(tf.constant(batch)).numpy()
         assert [g.decode("utf-8") for g in got] == [_python_sigma(t) for t in batch], batch
+
+
+def test_lower_utf8_is_str_lower_on_every_assigned_code_point():
+    """Every code point Python's Unicode database assigns, between two letters: ICU's lowercasing with the
+    patches for letters it does not know (`_lowercase_patches`) gives `str.lower`'s string."""
+    cps = [cp for cp in range(1, 0x30000)
+           if not 0xD800 <= cp <= 0xDFFF and unicodedata.category(chr(cp)) != "Cn"]
+    texts = [f"x{chr(cp)}y" for cp in cps]
+    got = [g.decode("utf-8") for g in unicode_graph.lower_utf8(tf.constant(texts)).numpy()]
+    mismatches = [(t, g) for t, g in zip(texts, got) if g != t.lower()]
+    assert not mismatches, f"{len(mismatches)} differ, e.g. {mismatches[:3]}"
+
+
+GRAPH_TEXTS = [b"ab\xffc d\xc3", b"  Lead and TRAIL  ", "x\u00a0y\u3000Z\t".encode(), b"\xe2\x82 ok",
+               "ÅbC ﬁ ΑΣ.".encode(), b"", b"   ", "我爱, 北京!".encode()]
+
+
+def test_graph_text_functions_give_the_python_functions_results_with_their_defaults():
+    """`preprocess_text_graph` against `tokenization.preprocess_text`, `basic_tokenize_graph` against
+    `BasicTokenizer.tokenize`, on invalid UTF-8 (dropped), surrounding and odd whitespace, case; with each
+    Python function's defaults when the graph function's are taken."""
+    texts = tf.constant(GRAPH_TEXTS)
+    unicode = [convert_to_unicode(t) for t in GRAPH_TEXTS]
+
+    def decoded(tensor):
+        return [t.decode("utf-8") for t in tensor.numpy()]
+
+    def words(ragged):
+        return [[w.decode("utf-8") for w in row] for row in ragged.to_list()]
+
+    for lower in (False, True):
+        assert decoded(unicode_graph.preprocess_text_graph(texts, lower=lower)) == [
+            preprocess_text(t, lower=lower) for t in unicode]
+        assert words(unicode_graph.basic_tokenize_graph(texts, lower)) == [
+            wordpiece.BasicTokenizer(do_lower_case=lower).tokenize(t) for t in unicode]
+    assert decoded(unicode_graph.preprocess_text_graph(texts)) == [preprocess_text(t) for t in unicode]
+    assert words(unicode_graph.basic_tokenize_graph(texts)) == [wordpiece.BasicTokenizer().tokenize(t) for t in unicode]
+    # The graph folds BERT's whitespace with Python's, which holds all of it.
+    assert all(chr(cp).isspace() for cp in range(0x110000) if wordpiece.is_whitespace(chr(cp)))
 
 
 def test_the_tables_are_computed_once_before_tracing():
