@@ -3,6 +3,7 @@ encoder's pooled_output for each line (single texts and tab-separated pairs, GLU
 progress; a classifier export's text signatures give its probabilities; TF Serving REST bodies are answered as the
 model server would; bad files and exports are refused with a clear message."""
 
+import io
 import json
 import os
 import shutil
@@ -431,15 +432,26 @@ def test_progress_is_logged_at_most_every_interval_and_at_the_end(lengths_export
     source.write_text("w\nx\ny\nz\n", encoding="utf-8")
     every_batch = ["1/4", "2/4", "3/4", "4/4"]
     for every, logged in ((1.5, ["2/4", "4/4"]), (1.0, every_batch), (1e9, ["4/4"]), (0.0, every_batch)):
-        clock = iter(range(100))
+        clock = iter(range(10, 100))  # the start at 10, the batches at 11, 12, 13, 14, the end at 15
         monkeypatch.setattr(batch_prediction, "time", types.SimpleNamespace(time=lambda: next(clock)))
         caplog.clear()
         with caplog.at_level("INFO"):
-            batch_prediction.predict_file(lengths_export, str(source), str(tmp_path / "out.jsonl"), batch_size=1,
-                                          log_every_seconds=every)
+            result = batch_prediction.predict_file(lengths_export, str(source), str(tmp_path / "out.jsonl"),
+                                                   batch_size=1, log_every_seconds=every)
         lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("predicted ")]
         assert [line.split()[1] for line in lines] == logged, (every, lines)
+        assert all(line.endswith("%, 1.0 examples/s)") for line in lines), lines  # n examples in n seconds
         assert f"Predicting 4 examples with signature 'text' of {lengths_export}, batch size 1" in caplog.text
+        assert (result["seconds"], result["examples_per_second"]) == (5, 0.8)
+
+
+def test_output_to_stdout_is_flushed_before_returning(lengths_export, tmp_path, monkeypatch):
+    source = tmp_path / "in.txt"
+    source.write_text("ab\nc\n", encoding="utf-8")
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="utf-8"))
+    batch_prediction.predict_file(lengths_export, str(source), "-", batch_size=1)
+    assert [json.loads(line)["length"] for line in raw.getvalue().decode("utf-8").splitlines()] == [2, 1]
 
 
 def test_a_predictor_picks_the_string_signature_and_the_outputs_asked(lengths_export, tmp_path):
