@@ -445,13 +445,17 @@ def test_progress_is_logged_at_most_every_interval_and_at_the_end(lengths_export
         assert (result["seconds"], result["examples_per_second"]) == (5, 0.8)
 
 
-def test_output_to_stdout_is_flushed_before_returning(lengths_export, tmp_path, monkeypatch):
+def test_output_to_stdout_is_flushed_before_returning_and_keeps_text_readable(lengths_export, tmp_path,
+                                                                            monkeypatch):
     source = tmp_path / "in.txt"
-    source.write_text("ab\nc\n", encoding="utf-8")
+    source.write_text("ab\nc\n\u00e9t\u00e9\n", encoding="utf-8")
     raw = io.BytesIO()
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="utf-8"))
     batch_prediction.predict_file(lengths_export, str(source), "-", batch_size=1)
-    assert [json.loads(line)["length"] for line in raw.getvalue().decode("utf-8").splitlines()] == [2, 1]
+    lines = raw.getvalue().decode("utf-8").splitlines()
+    assert [json.loads(line)["text"] for line in lines] == ["ab", "c", "\u00e9t\u00e9"]
+    assert [json.loads(line)["length"] for line in lines[:2]] == [2, 1]
+    assert '"text": "\u00e9t\u00e9"' in lines[2]  # the text as written, not as \\u escapes
 
 
 def test_a_predictor_picks_the_string_signature_and_the_outputs_asked(lengths_export, tmp_path):
