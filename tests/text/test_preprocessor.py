@@ -187,12 +187,12 @@ def test_lower_utf8_is_str_lower_on_every_assigned_code_point():
 
 
 GRAPH_TEXTS = [b"ab\xffc d\xc3", b"  Lead and TRAIL  ", "x\u00a0y\u3000Z\t".encode(), b"\xe2\x82 ok",
-               "ÅbC ﬁ ΑΣ.".encode(), b"", b"   ", "我爱, 北京!".encode()]
+               "ÅbC ﬁ ΑΣ.".encode(), b"", b"   ", "我爱, 北京!".encode(), b"he said ``hi'' to me"]
 
 
 def test_graph_text_functions_give_the_python_functions_results_with_their_defaults():
     """`preprocess_text_graph` against `tokenization.preprocess_text`, `basic_tokenize_graph` against
-    `BasicTokenizer.tokenize`, on invalid UTF-8 (dropped), surrounding and odd whitespace, case; with each
+    `BasicTokenizer.tokenize`, on invalid UTF-8 (dropped), surrounding and odd whitespace, case, LaTeX quotes; with each
     Python function's defaults when the graph function's are taken."""
     texts = tf.constant(GRAPH_TEXTS)
     unicode = [convert_to_unicode(t) for t in GRAPH_TEXTS]
