@@ -497,3 +497,27 @@ def test_both_folders_are_checked_before_either_export_is_loaded(lengths_export,
     with pytest.raises(batch_prediction.PredictError, match=rf"^no SavedModel in {tmp_path / 'absent'}$"):
         batch_prediction.Predictor(lengths_export, encoder_dir=str(tmp_path / "absent"))
     assert loaded == []
+
+
+def test_an_export_refusing_every_input_is_named_with_its_encoder(tmp_path, monkeypatch):
+    """The message names the export, and the encoder it runs with when there is one."""
+
+    class RefusesAll:
+        def __init__(self, export_dir, encoder_dir=None, outputs=None, pair_inputs=None):
+            del export_dir, encoder_dir, outputs, pair_inputs
+
+        def signature_for(self, num_texts):
+            return "text", None, ["text"] * num_texts
+
+        def predict(self, texts_a, texts_b=None):
+            raise batch_prediction.InputRefused("sequence length exceeds max_position_embeddings (4)")
+
+    monkeypatch.setattr(batch_prediction, "Predictor", RefusesAll)
+    source = tmp_path / "in.txt"
+    source.write_text("a\nb\n", encoding="utf-8")
+    for encoder, where in ((None, "exp"), ("enc", "exp with the encoder enc")):
+        with pytest.raises(batch_prediction.PredictError) as err:
+            batch_prediction.predict_file("exp", str(source), str(tmp_path / "out.jsonl"), encoder_dir=encoder)
+        assert str(err.value) == (f"{where} refuses every input, even an empty text: sequence length exceeds "
+                                  "max_position_embeddings (4)")
+        assert not (tmp_path / "out.jsonl").exists()
