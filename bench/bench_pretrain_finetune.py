@@ -107,7 +107,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from absl import app, flags, logging  # noqa: E402
 
-from bench.support import majority_class, unlabelled_text  # noqa: E402
+from bench.support import common, majority_class, unlabelled_text  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("work_dir", "/tmp/albert_pretrain_finetune", "Where every stage writes (resumable).")
@@ -541,9 +541,7 @@ def plot(path, pretrain_history, report):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    common.save_figure(fig, path)
     print(f"\nplot: {path} ({os.path.getsize(path) / 1e3:.0f} kB)")
 
 
@@ -850,9 +848,7 @@ def plot_lowres(path, results, tasks):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    common.save_figure(fig, path)
     print(f"\nplot: {path} ({os.path.getsize(path) / 1e3:.0f} kB)")
 
 

@@ -439,6 +439,15 @@ def train_candidate(work_dir, cand, steps):
         json.dump(done, f)
 
 
+def eval_history(run_dir):
+    """{step: held-out results} of a run's evaluations (the runner's eval_history.json; {} before the first)."""
+    path = os.path.join(run_dir, "eval_history.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return {int(k): v for k, v in json.load(f)["results"].items()}
+
+
 def candidate_result(work_dir, cand, state):
     """A candidate's record after a rung: its held-out curve (by tokens), derived figures, cost and score."""
     seq = cand["seq"]
@@ -447,11 +456,7 @@ def candidate_result(work_dir, cand, state):
         counts = json.load(f)
     chars = counts["eval"]["chars_per_masked_piece"]
     n_eval = counts["eval"]["instances"] // BATCH * BATCH
-    history = {}
-    path = os.path.join(run_dir, "eval_history.json")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            history = {int(k): v for k, v in json.load(f)["results"].items()}
+    history = eval_history(run_dir)
     curve = []
     for step in sorted(history):
         r = history[step]
@@ -595,9 +600,7 @@ def plot(candidates, reference, path):
         axes[2].axhspan(low, high, color="grey", alpha=0.15, lw=0)
     fig.legend(loc="lower center", ncol=4, fontsize=7)
     fig.tight_layout(rect=(0, 0.16, 1, 1))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    common.save_figure(fig, path)
 
 
 # -- the search ----------------------------------------------------------------------------------------------------

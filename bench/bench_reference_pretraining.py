@@ -554,8 +554,7 @@ def plot(result, path):
         axis.set_title(f"{title}, seeds {', '.join(map(str, adamw['seeds']))}")
         axis.legend(fontsize=8)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=100)
+    common.save_figure(fig, path, dpi=100)
 
 
 # ----------------------------------------------------------------------------------------------- main

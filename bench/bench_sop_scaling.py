@@ -296,11 +296,7 @@ def arm_result(work_dir, name, arm):
     """An arm's curves (by tokens; one entry per evaluation, each set's masked-LM and sentence-order accuracy),
     its cost and its last evaluation."""
     run_dir = os.path.join(work_dir, "runs", name)
-    history = {}
-    path = os.path.join(run_dir, "eval_history.json")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            history = {int(k): v for k, v in json.load(f)["results"].items()}
+    history = recipe.eval_history(run_dir)
     curve = []
     for step in sorted(history):
         r = history[step]
@@ -389,9 +385,7 @@ def plot(figures, path):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    common.save_figure(fig, path)
 
 
 def main(argv):

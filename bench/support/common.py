@@ -120,6 +120,15 @@ def scratch_dir(path, prefix):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def save_figure(fig, path, **savefig_args):
+    """Writes a matplotlib figure to `path` (its folder made first) and closes it."""
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, **savefig_args)
+    plt.close(fig)
+
+
 def module_command(module, *args):
     """The command line that runs `module` (e.g. "bench.bench_model") with `args` in a child Python process."""
     return [sys.executable, "-m", module, *args]
