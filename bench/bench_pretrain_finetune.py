@@ -67,7 +67,13 @@ one's and want larger Adam steps (docs/pretraining_evidence.md). Results go to
 `--results_json` (default here bench/results/pretrain_lowresource.json, resumed: the runs it holds are read back)
 and the figure to `--plot` (default here bench/figures/pretrain_lowresource.png): dev accuracy against the number
 of labels. The goals: the pretrained mean >= 3 points above the best scratch arm's and beyond the combined seed sd
-at 1,000 labels or fewer, and not below it with all labels.
+at 1,000 labels or fewer, and not below it with all labels. `--pretrained_checkpoint` takes the pretrained arm from
+any pretraining run's output directory instead (its recorded settings.json gives the vocabulary and sequence
+length). `--adapt_steps` adds task-adaptive pretraining: before fine-tuning on a task, the pretrained model trains
+on with its own objective on that task's unlabelled training text (bench/support/task_adaptive.py; a twentieth of
+the text held out, its masked-LM accuracy measured before and during), and fine-tunes from there.
+`--scratch_results_json` reads the from-scratch arm back from an earlier run's results when its subsets, steps,
+model and vocabulary are this run's, so that variants of the pretrained arm are compared with the same runs.
 
 Flags (the defaults are the settings of the run docs/pretraining_evidence.md quotes):
   --work_dir             where everything is written (default /tmp/albert_pretrain_finetune)
@@ -92,6 +98,11 @@ Flags (the defaults are the settings of the run docs/pretraining_evidence.md quo
                          the low-resource run (above)
   --recipe_work_dir, --recipe_results_json, --candidate
                          its pretrained model from the recipe search (bench_pretrain_recipe.py)
+  --pretrained_checkpoint
+                         or from a pretraining run's output directory
+  --adapt_steps, --adapt_lr, --adapt_dupe_factor
+                         task-adaptive pretraining before fine-tuning on each task (0 steps: none)
+  --scratch_results_json the from-scratch arm read back from an earlier low-resource run
 """
 import glob
 import json
@@ -175,6 +186,18 @@ flags.DEFINE_float("head_only_fraction", 0.0, "Low-resource run: the pretrained 
 flags.DEFINE_boolean("plot_only", False, "Low-resource run: draw the figure (--plot) from --results_json as it "
                      "stands (an unfinished run's too) and stop; nothing is trained.")
 flags.DEFINE_string("candidate", None, "The recipe search's candidate to fine-tune (default: its best so far).")
+flags.DEFINE_string("pretrained_checkpoint", None, "Low-resource run: the pretrained arm is the latest checkpoint of "
+                    "this pretraining run's output directory (its albert_config.json and settings.json beside it) "
+                    "instead of a recipe candidate or this script's pretraining.")
+flags.DEFINE_integer("adapt_steps", 0, "Low-resource run: task-adaptive pretraining: the pretrained model trained on "
+                     "for this many steps on each task's unlabelled training text before it is fine-tuned on the "
+                     "task (bench/support/task_adaptive.py); 0: none.", lower_bound=0)
+flags.DEFINE_float("adapt_lr", 1e-3, "Task-adaptive pretraining: LAMB peak learning rate.", lower_bound=0.0)
+flags.DEFINE_integer("adapt_dupe_factor", 20, "Task-adaptive pretraining: copies of the task's text in its records, "
+                     "each with its own masks.", lower_bound=1)
+flags.DEFINE_string("scratch_results_json", None, "Low-resource run: read the from-scratch arm's runs from this "
+                    "earlier run's results when it holds them (its subsets, steps, model and vocabulary must be "
+                    "these); the others are run.")
 
 SETTINGS_JSON = "bench_settings.json"
 EVAL_BATCH = 64
@@ -551,9 +574,7 @@ def recipe_model(work_dir):
     """The recipe search's candidate as the pretrained arm. Its latest checkpoint, config and vocabulary are
     copied once into <work_dir>/pretrained/<candidate>/ (the search may still be training it; a resumed run keeps
     the copy). Returns the model's files, its sequence length and the record of its recipe and held-out curves."""
-    import shutil  # pylint: disable=import-outside-toplevel
-
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    from bench import bench_pretrain_recipe as search_recipe  # pylint: disable=import-outside-toplevel
 
     results_path = os.path.abspath(FLAGS.recipe_results_json)
     with open(results_path, encoding="utf-8") as f:
@@ -568,14 +589,38 @@ def recipe_model(work_dir):
     def resolve(path):
         return path.replace("<work_dir>", recipe_dir, 1) if path.startswith("<work_dir>") else os.path.join(REPO, path)
 
-    copy_dir = os.path.join(work_dir, "pretrained", name)
+    spm = resolve(cand["files"]["spm_model_file"])
+    copied = copy_checkpoint(resolve(cand["files"]["output_dir"]), os.path.join(work_dir, "pretrained", name),
+                             resolve(cand["files"]["albert_config_file"]), spm, name)
+    print(f"pretrained arm: {name} at step {copied['step']} of the recipe search (copied {copied['copied']} into "
+          f"{copied['copy_dir']})")
+    recipe = {"source": os.path.relpath(results_path, REPO), "search_command": search.get("command"),
+              "search_date": search.get("date"), "search_complete": search.get("complete"),
+              "best_so_far": search.get("best_so_far"), "search_settings": search.get("settings"),
+              "candidate": {k: v for k, v in cand.items() if k not in ("curve", "files", "final")},
+              "curve": cand["curve"], "checkpoint_step": copied["step"],
+              "held_out_at_checkpoint": copied["held_out_at_checkpoint"], "reference": search.get("reference")}
+    return {"init_checkpoint": copied["init_checkpoint"], "albert_config_file": copied["albert_config_file"],
+            "spm_model_file": copied["spm_model_file"], "max_seq_length": cand["files"]["max_seq_length"],
+            "max_predictions_per_seq": search_recipe.max_predictions(cand["files"]["max_seq_length"]),
+            "identity": f"{name}@{copied['step']}", "recipe": recipe}
+
+
+def copy_checkpoint(source_dir, copy_dir, config_file, spm_model_file, name):
+    """Copies the latest checkpoint of `source_dir` with its config and vocabulary into `copy_dir`, once (a run
+    that goes on training there does not change this one; a resumed run keeps the copy). Returns what was copied:
+    its files, step and the held-out results the run recorded at that step."""
+    import shutil  # pylint: disable=import-outside-toplevel
+
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
     marker = os.path.join(copy_dir, "copied.json")
-    for _ in range(3):  # the search replaces its checkpoint as it trains: copy again if it went meanwhile
+    for _ in range(3):  # a run that is still training replaces its checkpoint: copy again if it went meanwhile
         if os.path.exists(marker):
             break
-        source = tf.train.latest_checkpoint(resolve(cand["files"]["output_dir"]))
+        source = tf.train.latest_checkpoint(source_dir)
         if source is None:
-            raise SystemExit(f"bench_pretrain_finetune: error: no checkpoint of {name} in {recipe_dir}")
+            raise SystemExit(f"bench_pretrain_finetune: error: no checkpoint of {name} in {source_dir}")
         tmp = copy_dir + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
@@ -584,9 +629,8 @@ def recipe_model(work_dir):
                 shutil.copy2(path, tmp)
         except FileNotFoundError:
             continue
-        shutil.copy2(resolve(cand["files"]["albert_config_file"]), os.path.join(tmp, "albert_config.json"))
-        spm = resolve(cand["files"]["spm_model_file"])
-        shutil.copy2(spm, os.path.join(tmp, os.path.basename(spm)))
+        shutil.copy2(config_file, os.path.join(tmp, "albert_config.json"))
+        shutil.copy2(spm_model_file, os.path.join(tmp, os.path.basename(spm_model_file)))
         step = int(source.rsplit("-", 1)[1])
         history_path = os.path.join(os.path.dirname(source), "eval_history.json")
         held_out = None
@@ -595,7 +639,7 @@ def recipe_model(work_dir):
                 held_out = json.load(f)["results"].get(str(step))
         with open(os.path.join(tmp, "copied.json"), "w", encoding="utf-8") as f:
             json.dump({"candidate": name, "checkpoint": os.path.basename(source), "step": step,
-                       "spm_model_file": os.path.basename(spm), "held_out_at_checkpoint": held_out,
+                       "spm_model_file": os.path.basename(spm_model_file), "held_out_at_checkpoint": held_out,
                        "copied": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, f, indent=1)
         shutil.rmtree(copy_dir, ignore_errors=True)
         os.replace(tmp, copy_dir)
@@ -603,19 +647,48 @@ def recipe_model(work_dir):
         raise SystemExit(f"bench_pretrain_finetune: error: {name}'s checkpoint kept changing while it was copied")
     with open(marker, encoding="utf-8") as f:
         copied = json.load(f)
-    print(f"pretrained arm: {name} at step {copied['step']} of the recipe search (copied {copied['copied']} into "
-          f"{copy_dir})")
-    recipe = {"source": os.path.relpath(results_path, REPO), "search_command": search.get("command"),
-              "search_date": search.get("date"), "search_complete": search.get("complete"),
-              "best_so_far": search.get("best_so_far"), "search_settings": search.get("settings"),
-              "candidate": {k: v for k, v in cand.items() if k not in ("curve", "files", "final")},
-              "curve": cand["curve"], "checkpoint_step": copied["step"],
-              "held_out_at_checkpoint": copied["held_out_at_checkpoint"], "reference": search.get("reference")}
-    return {"init_checkpoint": os.path.join(copy_dir, copied["checkpoint"]),
-            "albert_config_file": os.path.join(copy_dir, "albert_config.json"),
-            "spm_model_file": os.path.join(copy_dir, copied["spm_model_file"]),
-            "max_seq_length": cand["files"]["max_seq_length"], "identity": f"{name}@{copied['step']}",
-            "recipe": recipe}
+    copied.update(init_checkpoint=os.path.join(copy_dir, copied["checkpoint"]),
+                  albert_config_file=os.path.join(copy_dir, "albert_config.json"),
+                  spm_model_file=os.path.join(copy_dir, copied["spm_model_file"]), copy_dir=copy_dir)
+    return copied
+
+
+def checkpoint_model(work_dir):
+    """The pretrained arm from a pretraining run's output directory (--pretrained_checkpoint: its latest checkpoint,
+    albert_config.json and the settings.json it recorded, which give the vocabulary, sequence length and recipe;
+    its eval_history.json gives the held-out curve), copied once like a recipe candidate."""
+    source_dir = os.path.abspath(FLAGS.pretrained_checkpoint)
+    recorded = {}
+    for needed in ("albert_config.json", "settings.json"):
+        path = os.path.join(source_dir, needed)
+        if not os.path.exists(path):
+            raise SystemExit(f"bench_pretrain_finetune: error: --pretrained_checkpoint {source_dir}: no {needed} "
+                             "(the output directory of a pretraining run is expected)")
+    with open(os.path.join(source_dir, "settings.json"), encoding="utf-8") as f:
+        recorded = json.load(f)["settings"]
+    name = os.path.basename(source_dir.rstrip("/"))
+    copied = copy_checkpoint(source_dir, os.path.join(work_dir, "pretrained", name),
+                             os.path.join(source_dir, "albert_config.json"),
+                             recorded.get("spm_model_file") or os.path.abspath(FLAGS.spm_model_file), name)
+    print(f"pretrained arm: {source_dir} at step {copied['step']} (copied {copied['copied']} into "
+          f"{copied['copy_dir']})")
+    curve = []
+    history_path = os.path.join(source_dir, "eval_history.json")
+    if os.path.exists(history_path):
+        with open(history_path, encoding="utf-8") as f:
+            history = json.load(f)["results"]
+        tokens = recorded["train_batch_size"] * recorded["max_seq_length"]
+        curve = [{"step": int(step), "tokens": int(step) * tokens,
+                  **{k: v for k, v in r.items() if k != "global_step"}}
+                 for step, r in sorted(history.items(), key=lambda kv: int(kv[0])) if int(step) <= copied["step"]]
+    kept = ("input_file", "eval_input_file", "max_seq_length", "max_predictions_per_seq", "train_batch_size",
+            "optimizer", "learning_rate", "num_train_steps", "num_warmup_steps", "masked_lm_budget", "random_seed")
+    recipe = {"source": source_dir, "settings": {k: recorded.get(k) for k in kept}, "curve": curve,
+              "checkpoint_step": copied["step"], "held_out_at_checkpoint": copied["held_out_at_checkpoint"]}
+    return {"init_checkpoint": copied["init_checkpoint"], "albert_config_file": copied["albert_config_file"],
+            "spm_model_file": copied["spm_model_file"], "max_seq_length": recorded["max_seq_length"],
+            "max_predictions_per_seq": recorded["max_predictions_per_seq"],
+            "identity": f"{source_dir}@{copied['step']}", "recipe": recipe}
 
 
 def own_model(work_dir, config):
@@ -629,9 +702,78 @@ def own_model(work_dir, config):
              for step in sorted(history)]
     return {"init_checkpoint": final, "albert_config_file": os.path.abspath(FLAGS.albert_config_file),
             "spm_model_file": os.path.abspath(FLAGS.spm_model_file), "max_seq_length": FLAGS.max_seq_length,
-            "identity": f"bench_pretrain_finetune pretraining {json.dumps(settings, sort_keys=True)}",
+            "max_predictions_per_seq": 20, "identity": f"bench_pretrain_finetune pretraining {json.dumps(settings, sort_keys=True)}",
             "recipe": {"source": "this script's pretraining (stages 1-3)", "settings": settings, "records": counts,
                        "curve": curve}}
+
+
+def adapted_model(work_dir, task, model, config):
+    """`model` after task-adaptive pretraining on `task`'s unlabelled training text (--adapt_steps, --adapt_lr,
+    --adapt_dupe_factor; bench/support/task_adaptive.py), made once in <work_dir>/adapt/<task>/ and resumed after a
+    stop. Returns (the model with the adapted checkpoint as its init_checkpoint, the record of the adaptation: its
+    text, settings and masked LM on the held-out part of the text before and during it)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from albert_tf.tasks.pretraining import PretrainingTask  # pylint: disable=import-outside-toplevel
+    from albert_tf.train import runner  # pylint: disable=import-outside-toplevel
+    from bench.support import task_adaptive  # pylint: disable=import-outside-toplevel
+
+    class PretrainingWithHeldOut(PretrainingTask):
+        def primary_metric(self, params):
+            return "masked_lm_accuracy"
+
+    directory = os.path.join(work_dir, "adapt", task)
+    seq, max_predictions = model["max_seq_length"], model["max_predictions_per_seq"]
+    settings = {"pretrained": model["identity"], "steps": FLAGS.adapt_steps, "learning_rate": FLAGS.adapt_lr,
+                "dupe_factor": FLAGS.adapt_dupe_factor, "max_seq_length": seq,
+                "max_predictions_per_seq": max_predictions}
+    stamp(directory, settings, "task-adaptive pretraining")
+    records_dir = os.path.join(directory, "records")
+    counts_path = os.path.join(records_dir, "counts.json")
+    if not os.path.exists(counts_path):
+        os.makedirs(records_dir, exist_ok=True)
+        counts = task_adaptive.make_records(records_dir, task, os.path.abspath(FLAGS.glue_dir),
+                                            model["spm_model_file"], seq, max_predictions, FLAGS.adapt_dupe_factor)
+        with open(counts_path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(counts, f, indent=1)
+        os.replace(counts_path + ".tmp", counts_path)
+    with open(counts_path, encoding="utf-8") as f:
+        counts = json.load(f)
+    common_args = (config, records_dir, counts)
+    model_args = (seq, max_predictions, model["spm_model_file"])
+    before_path = os.path.join(directory, "before.json")
+    if not os.path.exists(before_path):
+        outcome = runner.run(PretrainingWithHeldOut(), task_adaptive.pretraining_params(
+            *common_args, os.path.join(directory, "before"), model["init_checkpoint"], *model_args))
+        with open(before_path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(outcome["eval_results"], f, indent=1)
+        os.replace(before_path + ".tmp", before_path)
+    with open(before_path, encoding="utf-8") as f:
+        before = json.load(f)
+    every = max(1, FLAGS.adapt_steps // 5)
+    run_dir = os.path.join(directory, "run")
+    print(f"\ntask-adaptive pretraining on {task}'s training text ({counts['train']['documents']} documents, "
+          f"{counts['train']['tokens']:,} tokens, {FLAGS.adapt_dupe_factor} copies; {counts['heldout']['documents']} "
+          f"documents held out): {FLAGS.adapt_steps} steps of batch 64, LAMB {FLAGS.adapt_lr:g}; held-out masked LM "
+          f"before {before['masked_lm_accuracy']:.4f}; {load()}", flush=True)
+    start = time.time()
+    outcome = runner.run(PretrainingWithHeldOut(), task_adaptive.pretraining_params(
+        *common_args, run_dir, model["init_checkpoint"], *model_args, steps=FLAGS.adapt_steps,
+        learning_rate=FLAGS.adapt_lr, eval_every=every))
+    history = {int(k): v for k, v in outcome["eval_history"].items()}
+    print("  step  held-out masked_lm_accuracy  masked_lm_loss  sentence_order_accuracy"
+          f"  ({(time.time() - start) / 60:.1f} min this call)")
+    for step, r in [(0, before)] + sorted(history.items()):
+        print(f"  {step:5d}  {r['masked_lm_accuracy']:27.4f}  {r['masked_lm_loss']:14.3f}  "
+              f"{r['sentence_order_accuracy']:23.4f}", flush=True)
+    record = {"text": f"the training sentences of {task} without labels (bench/support/unlabelled_text.py), every "
+                      f"{task_adaptive.HELD_OUT_EVERY}th document held out", "settings": settings, "records": counts,
+              "held_out_before": before, "held_out_history": history,
+              "train_wall_seconds": training_wall_seconds(run_dir)}
+    return dict(model, init_checkpoint=tf.train.latest_checkpoint(run_dir)), record
+
+
+SCRATCH_RUNS = {}  # the from-scratch runs borrowed from --scratch_results_json, by result key
 
 
 def lowres_run(work_dir, store, task, n, subset, arm, factor, lr, seed, model, config):
@@ -641,6 +783,11 @@ def lowres_run(work_dir, store, task, n, subset, arm, factor, lr, seed, model, c
     key = store.run_key(task, n, arm, lr, seed, factor)
     if store.get(key) is not None:
         return store.get(key)
+    if key in SCRATCH_RUNS:
+        store.put(key, SCRATCH_RUNS[key])
+        print(f"  {task} n={label_subsets.size_key(n)} {key.split('/', 2)[2]}: read from {SCRATCH_RUNS[key]['read_from']}"
+              f" (dev accuracy {SCRATCH_RUNS[key]['dev_accuracy']:.2f} %)", flush=True)
+        return SCRATCH_RUNS[key]
     s = dict(subset["settings"], steps=subset["settings"]["steps"] * factor,
              warmup_steps=subset["settings"]["warmup_steps"] * factor)
     name = f"{arm}-lr{lr:g}-seed{seed}" + (f"-x{factor}" if factor != 1 else "")
@@ -767,7 +914,21 @@ def lowresource(work_dir, config_default):
     seeds = [int(x) for x in FLAGS.seeds] if FLAGS["seeds"].present else [1, 2, 3, 4, 5]
     for n in (n for t in tasks for n in sizes[t]):
         label_subsets.seeds_for_size(n, seeds)
-    model = recipe_model(work_dir) if FLAGS.recipe_work_dir else own_model(work_dir, config_default)
+    if FLAGS.recipe_work_dir and FLAGS.pretrained_checkpoint:
+        raise SystemExit("bench_pretrain_finetune: error: --pretrained_checkpoint and --recipe_work_dir: give one")
+    if FLAGS.adapt_steps:
+        from bench.support import task_adaptive  # pylint: disable=import-outside-toplevel
+
+        for task in tasks:
+            if task not in task_adaptive.SOURCES:
+                raise SystemExit(f"bench_pretrain_finetune: error: --adapt_steps: no unlabelled training text for "
+                                 f"{task} (tasks with one: {', '.join(task_adaptive.SOURCES)})")
+    if FLAGS.recipe_work_dir:
+        model = recipe_model(work_dir)
+    elif FLAGS.pretrained_checkpoint:
+        model = checkpoint_model(work_dir)
+    else:
+        model = own_model(work_dir, config_default)
     config = AlbertConfig.from_json_file(model["albert_config_file"])
     settings = {"pretrained": model["identity"], "albert_config": config.to_dict(),
                 "spm_model_file": os.path.basename(model["spm_model_file"]), "max_seq_length": model["max_seq_length"],
@@ -779,6 +940,12 @@ def lowresource(work_dir, config_default):
                 "task_settings": {t: task_settings(t) for t in tasks}}
     if FLAGS.head_only_fraction:  # only then: the settings of a plain run stay those of runs stored before it
         settings["head_only_fraction"] = FLAGS.head_only_fraction
+    if FLAGS.adapt_steps:
+        settings["adapt"] = {"steps": FLAGS.adapt_steps, "learning_rate": FLAGS.adapt_lr,
+                             "dupe_factor": FLAGS.adapt_dupe_factor}
+    if FLAGS.scratch_results_json:
+        SCRATCH_RUNS.update(label_subsets.borrowed_runs(FLAGS.scratch_results_json, settings, tasks, "scratch",
+                                                        "--scratch_results_json", REPO))
     store = label_subsets.ResultStore(results_json, settings)
     store.data.update({
         "what": "low-resource fine-tuning: the pretrained model against the same model from random weights on "
@@ -793,8 +960,12 @@ def lowresource(work_dir, config_default):
     print(f"low-resource run: {where} labels (subset seed {FLAGS.subset_seed}); results "
           f"{os.path.abspath(results_json)}", flush=True)
     for task in tasks:
+        task_model = model
+        if FLAGS.adapt_steps:
+            task_model, store.data.setdefault("adapted", {})[task] = adapted_model(work_dir, task, model, config)
+            store.write()
         for n in sizes[task]:
-            lowres_size(work_dir, store, task, n, model, config, seeds)
+            lowres_size(work_dir, store, task, n, task_model, config, seeds)
     met = [e["summary"]["goal_met"] for t in tasks for e in store.data["results"][t].values()
            if e["summary"]["goal"]]
     store.data.update({"goal_met": bool(met) and all(met), "complete": True,

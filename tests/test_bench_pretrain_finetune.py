@@ -6,6 +6,7 @@ learning-rate choice leaves out (`bench/support/majority_class.py`)."""
 import json
 import math
 import os
+import re
 import zipfile
 
 import pytest
@@ -249,3 +250,82 @@ def test_the_rate_choice_reads_the_score_it_is_given():
              "0.001": {"final": 65.0, "dev_accuracy": 50.0, "constant_final": False}}
     assert subsets.choose_rate([1e-4, 1e-3], sweep)[0] == 1e-4
     assert subsets.choose_rate([1e-4, 1e-3], sweep, score="final")[0] == 1e-3
+
+
+def _lowres_settings(**changed):
+    settings = {"albert_config": {"hidden_size": 128}, "spm_model_file": "30k-clean.model", "max_seq_length": 64,
+                "subset_seed": 1, "subset_epochs": 30, "subset_min_steps": 200,
+                "task_settings": {"sst-2": {"steps": 1500}, "mrpc": {"steps": 600}}}
+    return {**settings, **changed}
+
+
+def test_another_runs_scratch_arm_is_borrowed_only_when_its_runs_are_this_runs(tmp_path):
+    subsets = _label_subsets()
+    path = tmp_path / "earlier.json"
+    other = subsets.ResultStore(str(path), dict(_lowres_settings(), pretrained="another model", lr_grid=[1e-4]))
+    scratch, long, pretrained = (other.run_key("sst-2", 250, arm, 1e-4, 1, factor)
+                                 for arm, factor in (("scratch", 1), ("scratch", 2), ("pretrained", 1)))
+    for key in (scratch, long, pretrained):
+        other.put(key, {"dev_accuracy": 60.0})
+    borrowed = subsets.borrowed_runs(str(path), _lowres_settings(), ["sst-2"], "scratch", "--scratch_results_json",
+                                     str(tmp_path))
+    assert borrowed == {scratch: {"dev_accuracy": 60.0, "read_from": "earlier.json"},
+                        long: {"dev_accuracy": 60.0, "read_from": "earlier.json"}}  # never the pretrained arm
+    with pytest.raises(SystemExit, match=r"^bench_pretrain_finetune: error: --scratch_results_json .*earlier\.json: "
+                                         r"its scratch runs were made with other settings \(subset_epochs, "
+                                         r"task_settings\.sst-2 differ\)$"):
+        subsets.borrowed_runs(str(path), _lowres_settings(subset_epochs=10, task_settings={"sst-2": {"steps": 9}}),
+                              ["sst-2"], "scratch", "--scratch_results_json", str(tmp_path))
+    with pytest.raises(SystemExit, match=r"--scratch_results_json .*missing\.json: .*No such file"):
+        subsets.borrowed_runs(str(tmp_path / "missing.json"), _lowres_settings(), ["sst-2"], "scratch",
+                              "--scratch_results_json", str(tmp_path))
+
+
+# Task-adaptive pretraining (bench/support/task_adaptive.py): the task's unlabelled training text, part of it held
+# out to measure the masked LM on.
+
+def test_every_twentieth_document_of_the_task_text_is_held_out():
+    from bench.support import task_adaptive
+
+    docs = [[f"sentence {i}"] for i in range(45)]
+    train, held = task_adaptive.split_documents(docs)
+    assert held == [docs[0], docs[20], docs[40]]
+    assert len(train) == 42 and not any(d in held for d in train)
+
+
+def test_adaptation_records_hold_the_task_text_and_never_the_held_out_documents(tmp_path):
+    import tensorflow as tf
+
+    from albert_tf.text import tokenization
+    from bench.support import common, task_adaptive, unlabelled_text
+
+    words = ["river", "castle", "lantern", "harvest", "pepper", "violin", "garden", "silver", "thunder", "meadow"]
+    rows = [f"the {words[i % 10]} and the {words[(i * 7 + 3) % 10]} number {100 + i} \t{i % 2}" for i in range(60)]
+    _write(tmp_path / "glue" / "SST-2" / "train.tsv", "sentence\tlabel\n" + "\n".join(rows) + "\n")
+    _write(tmp_path / "glue" / "SST-2" / "dev.tsv", "sentence\tlabel\nnever seen \t1\n")
+    counts = task_adaptive.make_records(str(tmp_path), "sst-2", str(tmp_path / "glue"), common.SPM_MODEL, 32, 5, 2)
+    docs = unlabelled_text.documents("sst-2", None, None, str(tmp_path / "glue"))
+    train_docs, held_docs = task_adaptive.split_documents(docs)
+    assert counts["train"]["documents"] == len(train_docs) and counts["heldout"]["documents"] == len(held_docs)
+    assert counts["train"]["dupe_factor"] == 2 and counts["train"]["instances"] > counts["heldout"]["instances"] > 0
+
+    tokenizer = tokenization.FullTokenizer(None, spm_model_file=common.SPM_MODEL)
+    numbers = {}
+    for split in ("train", "heldout"):
+        seen = set()
+        for raw in tf.data.TFRecordDataset(str(tmp_path / f"{split}.tfrecord")):
+            example = tf.train.Example.FromString(raw.numpy())
+            ids = list(example.features.feature["input_ids"].int64_list.value)
+            positions = list(example.features.feature["masked_lm_positions"].int64_list.value)
+            labels = list(example.features.feature["masked_lm_ids"].int64_list.value)
+            for p, label in zip(positions, labels):
+                if p:
+                    ids[p] = label  # the text as written, masks undone
+            text = "".join(tokenizer.convert_ids_to_tokens([i for i in ids if i])).replace("\u2581", " ")
+            seen.update(int(n) for n in re.findall(r"number (\d{3})(?!\d)", text))
+        numbers[split] = seen
+    held_numbers = {int(s.split("number ")[1]) for d in held_docs for s in d}
+    train_numbers = {int(s.split("number ")[1]) for d in train_docs for s in d}
+    assert numbers["heldout"] and numbers["heldout"] <= held_numbers  # truncation may cut a sentence off
+    assert numbers["train"] and numbers["train"] <= train_numbers
+    assert "never seen" not in (tmp_path / "train.txt").read_text() + (tmp_path / "heldout.txt").read_text()

@@ -228,3 +228,29 @@ class ResultStore:
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
+
+
+ARM_SETTINGS = ("albert_config", "spm_model_file", "max_seq_length", "subset_seed", "subset_epochs",
+                "subset_min_steps")  # with each task's task_settings: all that an arm's run depends on but its key
+
+
+def borrowed_runs(path, settings, tasks, arm, flag, root):
+    """The runs of `arm` stored in another low-resource run's results at `path`, to be read back rather than run
+    again: refused in one line naming `flag` when that run's subsets, steps, model or vocabulary differ from
+    `settings` (then its runs are not this run's). Each record notes where it came from (`read_from`, relative to
+    `root`)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            other = json.load(f)
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"{ERROR}{flag} {path}: {err}") from None
+    theirs = other.get("settings") or {}
+    differ = [k for k in ARM_SETTINGS if theirs.get(k) != settings[k]]
+    differ += [f"task_settings.{t}" for t in tasks
+               if (theirs.get("task_settings") or {}).get(t) != settings["task_settings"][t]]
+    if differ:
+        raise SystemExit(f"{ERROR}{flag} {path}: its {arm} runs were made with other settings "
+                         f"({', '.join(differ)} differ)")
+    source = os.path.relpath(os.path.abspath(path), root)
+    return {key: dict(run, read_from=source) for key, run in (other.get("runs") or {}).items()
+            if key.split("/")[2].split("_x")[0] == arm}
