@@ -8,6 +8,7 @@ import subprocess
 import sys
 import types
 
+import numpy as np
 import pytest
 
 from bench.support import common
@@ -78,3 +79,14 @@ def test_an_original_script_imports_its_own_modules_first(tmp_path):
                           env=subprocess_env(), capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "the original folder ['--input_file=x']"
+
+
+def test_word_neighbours_rank_rows_by_cosine_and_average_a_words_pieces():
+    from bench.support import word_neighbours
+
+    table = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [-1.0, 0.0], [5.0, 5.0]])
+    assert word_neighbours.nearest(table, table[0], 3, exclude=[0]) == [1, 4, 2]  # by angle: a long row not first
+    assert word_neighbours.nearest(table, table[0], 2) == [0, 1]
+    assert word_neighbours.word_vector(table, [0, 2]) == pytest.approx([0.5, 0.5])
+    assert word_neighbours.cosine(table[0], table[3]) == pytest.approx(-1.0)
+    assert word_neighbours.random_pair_cosine(np.ones((4, 3)), 50) == pytest.approx(1.0)
