@@ -457,7 +457,8 @@ def test_text_buffered_around_the_block_goes_where_it_was_written():
             "    pass\n"
             "sys.stderr.write('after')\n"
             "sys.stderr.flush()\n"
-            "print(open(log).read())\n")
+            "print(open(log).read())\n"
+            "import os; os.remove(log)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(),
                           check=True, timeout=120)
     assert done.stdout.strip() == "inside|"
