@@ -311,19 +311,24 @@ def make_records(work_dir):
 
 # -- 3. pretraining ----------------------------------------------------------------------------------------------
 
+def held_out_pretraining():
+    """The pretraining task with a primary metric, so that the runner evaluates every saved checkpoint on the
+    held-out records as it is saved (`eval_history.json`)."""
+    from albert_tf.tasks.pretraining import PretrainingTask  # pylint: disable=import-outside-toplevel
+
+    class PretrainingWithHeldOut(PretrainingTask):
+        def primary_metric(self, params):
+            return "masked_lm_accuracy"
+
+    return PretrainingWithHeldOut()
+
+
 def pretrain(work_dir, train_file, eval_file, counts, config):
     """Pretrains (resuming); returns (final checkpoint prefix, {step: held-out results})."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.tasks.pretraining import PretrainingParams, PretrainingTask  # pylint: disable=import-outside-toplevel
+    from albert_tf.tasks.pretraining import PretrainingParams  # pylint: disable=import-outside-toplevel
     from albert_tf.train import runner  # pylint: disable=import-outside-toplevel
-
-    class PretrainingWithHeldOut(PretrainingTask):
-        """The pretraining task with a metric, so that the runner evaluates every saved checkpoint on the
-        held-out records as it is saved (`eval_history.json`)."""
-
-        def primary_metric(self, params):
-            return "masked_lm_accuracy"
 
     output_dir = os.path.join(work_dir, "pretrain")
     eval_batches = FLAGS.pretrain_eval_batches or counts["eval"]["instances"] // EVAL_BATCH
@@ -347,7 +352,7 @@ def pretrain(work_dir, train_file, eval_file, counts, config):
           f"{'online masking ' + str(FLAGS.masked_lm_budget) if FLAGS.masked_lm_budget else 'stored masks'}; "
           f"held-out eval every {FLAGS.pretrain_eval_every} steps on {eval_batches * EVAL_BATCH} instances; {load()}")
     start = time.time()
-    outcome = runner.run(PretrainingWithHeldOut(), params)
+    outcome = runner.run(held_out_pretraining(), params)
     seconds = time.time() - start
     history = {int(k): v for k, v in outcome["eval_history"].items()}
     print(f"pretraining: {outcome['step'] - outcome['start_step']} steps run in {seconds / 60:.1f} min"
@@ -658,7 +663,6 @@ def checkpoint_model(work_dir):
     albert_config.json and the settings.json it recorded, which give the vocabulary, sequence length and recipe;
     its eval_history.json gives the held-out curve), copied once like a recipe candidate."""
     source_dir = os.path.abspath(FLAGS.pretrained_checkpoint)
-    recorded = {}
     for needed in ("albert_config.json", "settings.json"):
         path = os.path.join(source_dir, needed)
         if not os.path.exists(path):
@@ -714,13 +718,8 @@ def adapted_model(work_dir, task, model, config):
     text, settings and masked LM on the held-out part of the text before and during it)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from albert_tf.tasks.pretraining import PretrainingTask  # pylint: disable=import-outside-toplevel
     from albert_tf.train import runner  # pylint: disable=import-outside-toplevel
     from bench.support import task_adaptive  # pylint: disable=import-outside-toplevel
-
-    class PretrainingWithHeldOut(PretrainingTask):
-        def primary_metric(self, params):
-            return "masked_lm_accuracy"
 
     directory = os.path.join(work_dir, "adapt", task)
     seq, max_predictions = model["max_seq_length"], model["max_predictions_per_seq"]
@@ -743,7 +742,7 @@ def adapted_model(work_dir, task, model, config):
     model_args = (seq, max_predictions, model["spm_model_file"])
     before_path = os.path.join(directory, "before.json")
     if not os.path.exists(before_path):
-        outcome = runner.run(PretrainingWithHeldOut(), task_adaptive.pretraining_params(
+        outcome = runner.run(held_out_pretraining(), task_adaptive.pretraining_params(
             *common_args, os.path.join(directory, "before"), model["init_checkpoint"], *model_args))
         with open(before_path + ".tmp", "w", encoding="utf-8") as f:
             json.dump(outcome["eval_results"], f, indent=1)
@@ -757,7 +756,7 @@ def adapted_model(work_dir, task, model, config):
           f"documents held out): {FLAGS.adapt_steps} steps of batch 64, LAMB {FLAGS.adapt_lr:g}; held-out masked LM "
           f"before {before['masked_lm_accuracy']:.4f}; {load()}", flush=True)
     start = time.time()
-    outcome = runner.run(PretrainingWithHeldOut(), task_adaptive.pretraining_params(
+    outcome = runner.run(held_out_pretraining(), task_adaptive.pretraining_params(
         *common_args, run_dir, model["init_checkpoint"], *model_args, steps=FLAGS.adapt_steps,
         learning_rate=FLAGS.adapt_lr, eval_every=every))
     history = {int(k): v for k, v in outcome["eval_history"].items()}
