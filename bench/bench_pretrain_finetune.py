@@ -706,7 +706,8 @@ def own_model(work_dir, config):
              for step in sorted(history)]
     return {"init_checkpoint": final, "albert_config_file": os.path.abspath(FLAGS.albert_config_file),
             "spm_model_file": os.path.abspath(FLAGS.spm_model_file), "max_seq_length": FLAGS.max_seq_length,
-            "max_predictions_per_seq": 20, "identity": f"bench_pretrain_finetune pretraining {json.dumps(settings, sort_keys=True)}",
+            "max_predictions_per_seq": 20,
+            "identity": f"bench_pretrain_finetune pretraining {json.dumps(settings, sort_keys=True)}",
             "recipe": {"source": "this script's pretraining (stages 1-3)", "settings": settings, "records": counts,
                        "curve": curve}}
 
@@ -784,8 +785,8 @@ def lowres_run(work_dir, store, task, n, subset, arm, factor, lr, seed, model, c
         return store.get(key)
     if key in SCRATCH_RUNS:
         store.put(key, SCRATCH_RUNS[key])
-        print(f"  {task} n={label_subsets.size_key(n)} {key.split('/', 2)[2]}: read from {SCRATCH_RUNS[key]['read_from']}"
-              f" (dev accuracy {SCRATCH_RUNS[key]['dev_accuracy']:.2f} %)", flush=True)
+        print(f"  {task} n={label_subsets.size_key(n)} {key.split('/', 2)[2]}: read from "
+              f"{SCRATCH_RUNS[key]['read_from']} (dev accuracy {SCRATCH_RUNS[key]['dev_accuracy']:.2f} %)", flush=True)
         return SCRATCH_RUNS[key]
     s = dict(subset["settings"], steps=subset["settings"]["steps"] * factor,
              warmup_steps=subset["settings"]["warmup_steps"] * factor)

@@ -90,3 +90,20 @@ def test_word_neighbours_rank_rows_by_cosine_and_average_a_words_pieces():
     assert word_neighbours.word_vector(table, [0, 2]) == pytest.approx([0.5, 0.5])
     assert word_neighbours.cosine(table[0], table[3]) == pytest.approx(-1.0)
     assert word_neighbours.random_pair_cosine(np.ones((4, 3)), 50) == pytest.approx(1.0)
+
+
+def test_support_modules_import_beside_the_scripts_without_defining_flags():
+    """Tests import bench/support modules into a process where the library's scripts have defined their flags
+    (`--albert_config_file`, ...): a support module that defined flags at import would collide."""
+    modules = sorted(name[:-3] for name in os.listdir(os.path.join(REPO, "bench", "support"))
+                     if name.endswith(".py") and name != "__init__.py")
+    code = ("import albert_tf.scripts.convert\n"
+            "from absl import flags\n"
+            "before = set(flags.FLAGS)\n"
+            + "".join(f"import bench.support.{m}\n" for m in modules)
+            + "print(sorted(set(flags.FLAGS) - before))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=subprocess_env(), capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+    assert {"weight_scale", "word_neighbours", "task_adaptive"} <= set(modules)

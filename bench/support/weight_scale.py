@@ -23,13 +23,6 @@ import sys
 import numpy as np
 from absl import app, flags
 
-flags.DEFINE_string("checkpoint", None, "The pretrained checkpoint (a prefix or folder).", required=True)
-flags.DEFINE_string("albert_config_file", None, "Its albert_config.json.", required=True)
-flags.DEFINE_string("train_record", None, "Classifier records of a binary task's training examples.", required=True)
-flags.DEFINE_string("dev_record", None, "Classifier records of its dev examples.", required=True)
-flags.DEFINE_integer("max_seq_length", 64, "The records' sequence length.")
-flags.DEFINE_list("probe_sizes", ["250", "1000", "4000"], "Training examples per probe.")
-flags.DEFINE_string("output", None, "Where the tables are written too.")
 FLAGS = flags.FLAGS
 PENALTIES = (0.1, 1.0, 10.0, 100.0, 1000.0)
 
@@ -69,6 +62,17 @@ def probe_accuracy(x_train, y_train, x_dev, y_dev):
         w = np.linalg.solve(a.T @ a + penalty * np.eye(a.shape[1]), a.T @ (2.0 * y_train - 1))
         best = max(best, float(((b @ w > 0) == y_dev).mean()))
     return best
+
+
+def define_flags():
+    """The flags, defined only when this runs as a script (an import leaves the flag names free)."""
+    flags.DEFINE_string("checkpoint", None, "The pretrained checkpoint (a prefix or folder).", required=True)
+    flags.DEFINE_string("albert_config_file", None, "Its albert_config.json.", required=True)
+    flags.DEFINE_string("train_record", None, "Classifier records of a binary task's training examples.", required=True)
+    flags.DEFINE_string("dev_record", None, "Classifier records of its dev examples.", required=True)
+    flags.DEFINE_integer("max_seq_length", 64, "The records' sequence length.")
+    flags.DEFINE_list("probe_sizes", ["250", "1000", "4000"], "Training examples per probe.")
+    flags.DEFINE_string("output", None, "Where the tables are written too.")
 
 
 def main(argv):
@@ -112,4 +116,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

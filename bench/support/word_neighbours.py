@@ -23,13 +23,6 @@ import sys
 import numpy as np
 from absl import app, flags
 
-flags.DEFINE_string("checkpoint", None, "The pretrained checkpoint (a prefix or folder).", required=True)
-flags.DEFINE_string("albert_config_file", None, "Its albert_config.json.", required=True)
-flags.DEFINE_string("spm_model_file", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "data", "30k-clean.model"), "Its SentencePiece model.")
-flags.DEFINE_list("words", ["good", "bad", "great", "terrible", "boring", "funny"], "Words whose neighbours are listed.")
-flags.DEFINE_integer("k", 8, "Neighbours per word.", lower_bound=1)
-flags.DEFINE_string("output", None, "Where the tables are written too.")
 FLAGS = flags.FLAGS
 PAIRS = (("good", "bad"), ("great", "terrible"), ("best", "worst"), ("love", "hate"), ("funny", "boring"),
          ("beautiful", "ugly"), ("good", "great"), ("bad", "terrible"))
@@ -59,6 +52,18 @@ def random_pair_cosine(table, count, seed=0):
     return float(np.mean([cosine(table[i], table[j]) for i, j in pairs if i != j]))
 
 
+def define_flags():
+    """The flags, defined only when this runs as a script (an import leaves the flag names free)."""
+    flags.DEFINE_string("checkpoint", None, "The pretrained checkpoint (a prefix or folder).", required=True)
+    flags.DEFINE_string("albert_config_file", None, "Its albert_config.json.", required=True)
+    flags.DEFINE_string("spm_model_file", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "data", "30k-clean.model"), "Its SentencePiece model.")
+    flags.DEFINE_list("words", ["good", "bad", "great", "terrible", "boring", "funny"],
+                      "Words whose neighbours are listed.")
+    flags.DEFINE_integer("k", 8, "Neighbours per word.", lower_bound=1)
+    flags.DEFINE_string("output", None, "Where the tables are written too.")
+
+
 def main(argv):
     del argv
     import keras  # pylint: disable=import-outside-toplevel
@@ -84,7 +89,8 @@ def main(argv):
     def ids(word):
         return pieces.encode(word.lower(), out_type=int)
 
-    lines = [f"checkpoint {FLAGS.checkpoint}", "", f"nearest pieces (pretrained word embeddings, cosine), {FLAGS.k} each"]
+    lines = [f"checkpoint {FLAGS.checkpoint}", "",
+             f"nearest pieces (pretrained word embeddings, cosine), {FLAGS.k} each"]
     for word in FLAGS.words:
         found = nearest(tables["pretrained"], word_vector(tables["pretrained"], ids(word)), FLAGS.k, ids(word))
         lines.append(f"  {word:<10s} " + " ".join(pieces.id_to_piece(i) for i in found))
@@ -104,4 +110,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)
