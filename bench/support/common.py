@@ -92,6 +92,17 @@ def write_result(figures, output=None, name=None):
     return path
 
 
+def write_report(text, output=None):
+    """Prints a diagnostic's text report and, given `output`, writes it there too after the command that made it
+    and a blank line, atomically (a killed run leaves the previous file)."""
+    print(text, end="")
+    if output:
+        tmp = f"{output}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(f"{command()}\n\n{text}")
+        os.replace(tmp, output)
+
+
 def define_output_json(name):
     """The `--output_json` flag of a benchmark whose figures go to `bench/results/<name>.json` by default."""
     from absl import flags  # pylint: disable=import-outside-toplevel

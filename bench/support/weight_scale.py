@@ -17,11 +17,11 @@ Prints (and writes to `--output`) two tables, for the checkpoint and for the sam
 """
 
 import json
-import os
-import sys
 
 import numpy as np
 from absl import app, flags
+
+from bench.support import common
 
 FLAGS = flags.FLAGS
 PENALTIES = (0.1, 1.0, 10.0, 100.0, 1000.0)
@@ -107,12 +107,7 @@ def main(argv):
             scores = [100 * probe_accuracy(f_train[name][:n], train["label_ids"][:n], f_dev[name], dev["label_ids"])
                       for n in sizes]
             lines.append(f"  {arm:<10s} {name:<15s} " + "  ".join(f"{s:5.1f}" for s in scores))
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if FLAGS.output:
-        with open(FLAGS.output + ".tmp", "w", encoding="utf-8") as f:
-            f.write(f"python -m bench.support.weight_scale {' '.join(sys.argv[1:])}\n\n" + text)
-        os.replace(FLAGS.output + ".tmp", FLAGS.output)
+    common.write_report("\n".join(lines) + "\n", FLAGS.output)
 
 
 if __name__ == "__main__":

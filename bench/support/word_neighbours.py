@@ -17,11 +17,11 @@ piece starts with "▁").
 """
 
 import json
-import os
-import sys
 
 import numpy as np
 from absl import app, flags
+
+from bench.support import common
 
 FLAGS = flags.FLAGS
 PAIRS = (("good", "bad"), ("great", "terrible"), ("best", "worst"), ("love", "hate"), ("funny", "boring"),
@@ -56,8 +56,7 @@ def define_flags():
     """The flags, defined only when this runs as a script (an import leaves the flag names free)."""
     flags.DEFINE_string("checkpoint", None, "The pretrained checkpoint (a prefix or folder).", required=True)
     flags.DEFINE_string("albert_config_file", None, "Its albert_config.json.", required=True)
-    flags.DEFINE_string("spm_model_file", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))), "data", "30k-clean.model"), "Its SentencePiece model.")
+    flags.DEFINE_string("spm_model_file", common.SPM_MODEL, "Its SentencePiece model.")
     flags.DEFINE_list("words", ["good", "bad", "great", "terrible", "boring", "funny"],
                       "Words whose neighbours are listed.")
     flags.DEFINE_integer("k", 8, "Neighbours per word.", lower_bound=1)
@@ -101,12 +100,7 @@ def main(argv):
         lines.append(f"  {a + ' / ' + b:<26s} {values[0]:6.3f} / {values[1]:6.3f}")
     baseline = [random_pair_cosine(tables[arm], RANDOM_PAIRS) for arm in ("pretrained", "fresh")]
     lines.append(f"  {f'{RANDOM_PAIRS} random pairs (mean)':<26s} {baseline[0]:6.3f} / {baseline[1]:6.3f}")
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if FLAGS.output:
-        with open(FLAGS.output + ".tmp", "w", encoding="utf-8") as f:
-            f.write(f"python -m bench.support.word_neighbours {' '.join(sys.argv[1:])}\n\n" + text)
-        os.replace(FLAGS.output + ".tmp", FLAGS.output)
+    common.write_report("\n".join(lines) + "\n", FLAGS.output)
 
 
 if __name__ == "__main__":
