@@ -719,6 +719,7 @@ def adapted_model(work_dir, task, model, config):
     text, settings and masked LM on the held-out part of the text before and during it)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+    from albert_tf import fileio  # pylint: disable=import-outside-toplevel
     from albert_tf.train import runner  # pylint: disable=import-outside-toplevel
     from bench.support import task_adaptive  # pylint: disable=import-outside-toplevel
 
@@ -734,9 +735,7 @@ def adapted_model(work_dir, task, model, config):
         os.makedirs(records_dir, exist_ok=True)
         counts = task_adaptive.make_records(records_dir, task, os.path.abspath(FLAGS.glue_dir),
                                             model["spm_model_file"], seq, max_predictions, FLAGS.adapt_dupe_factor)
-        with open(counts_path + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(counts, f, indent=1)
-        os.replace(counts_path + ".tmp", counts_path)
+        fileio.write_json(counts_path, counts)
     with open(counts_path, encoding="utf-8") as f:
         counts = json.load(f)
     common_args = (config, records_dir, counts)
@@ -745,9 +744,7 @@ def adapted_model(work_dir, task, model, config):
     if not os.path.exists(before_path):
         outcome = runner.run(held_out_pretraining(), task_adaptive.pretraining_params(
             *common_args, os.path.join(directory, "before"), model["init_checkpoint"], *model_args))
-        with open(before_path + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(outcome["eval_results"], f, indent=1)
-        os.replace(before_path + ".tmp", before_path)
+        fileio.write_json(before_path, outcome["eval_results"])
     with open(before_path, encoding="utf-8") as f:
         before = json.load(f)
     every = max(1, FLAGS.adapt_steps // 5)
@@ -920,9 +917,7 @@ def lowresource(work_dir, config_default):
         from bench.support import task_adaptive  # pylint: disable=import-outside-toplevel
 
         for task in tasks:
-            if task not in task_adaptive.SOURCES:
-                raise SystemExit(f"bench_pretrain_finetune: error: --adapt_steps: no unlabelled training text for "
-                                 f"{task} (tasks with one: {', '.join(task_adaptive.SOURCES)})")
+            task_adaptive.check_task(task, "--adapt_steps")
     if FLAGS.recipe_work_dir:
         model = recipe_model(work_dir)
     elif FLAGS.pretrained_checkpoint:

@@ -15,6 +15,13 @@ HELD_OUT_EVERY = 20
 SOURCES = ("sst-2", "mrpc")  # the tasks with unlabelled training text in bench/support/unlabelled_text.py
 
 
+def check_task(task, flag="task"):
+    """Refuses, in one line naming `flag`, a task without unlabelled training text here."""
+    if task not in SOURCES:
+        raise SystemExit(f"bench_pretrain_finetune: error: {flag}: no unlabelled training text for {task} (tasks "
+                         f"with one: {', '.join(SOURCES)})")
+
+
 def split_documents(docs):
     """(training documents, held-out documents): every HELD_OUT_EVERY-th document, from the first, is held out."""
     held = docs[::HELD_OUT_EVERY]
@@ -27,8 +34,7 @@ def make_records(directory, task, glue_dir, spm_model_file, seq, max_predictions
     from albert_tf.data.corpus import prepare_corpus  # pylint: disable=import-outside-toplevel
     from albert_tf.data.pretraining import PretrainingConfig, create_pretraining_data  # pylint: disable=import-outside-toplevel
 
-    if task not in SOURCES:
-        raise SystemExit(f"task_adaptive: error: no unlabelled training text for {task} (one of {', '.join(SOURCES)})")
+    check_task(task)
     train, held = split_documents(unlabelled_text.documents(task, None, None, glue_dir))
     counts = {}
     for split, docs, dupe in (("train", train, dupe_factor), ("heldout", held, 1)):
