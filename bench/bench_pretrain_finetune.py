@@ -187,8 +187,9 @@ flags.DEFINE_boolean("plot_only", False, "Low-resource run: draw the figure (--p
                      "stands (an unfinished run's too) and stop; nothing is trained.")
 flags.DEFINE_string("candidate", None, "The recipe search's candidate to fine-tune (default: its best so far).")
 flags.DEFINE_string("pretrained_checkpoint", None, "Low-resource run: the pretrained arm is the latest checkpoint of "
-                    "this pretraining run's output directory (its albert_config.json and settings.json beside it) "
-                    "instead of a recipe candidate or this script's pretraining.")
+                    "this finished pretraining run's output directory (its albert_config.json and settings.json beside "
+                    "it) instead of a recipe candidate or this script's pretraining; a run short of its "
+                    "num_train_steps is refused.")
 flags.DEFINE_integer("adapt_steps", 0, "Low-resource run: task-adaptive pretraining: the pretrained model trained on "
                      "for this many steps on each task's unlabelled training text before it is fine-tuned on the "
                      "task (bench/support/task_adaptive.py); 0: none.", lower_bound=0)
@@ -658,6 +659,20 @@ def copy_checkpoint(source_dir, copy_dir, config_file, spm_model_file, name):
     return copied
 
 
+def check_finished(source_dir, num_train_steps):
+    """Refuses, in one line, a pretraining run whose latest checkpoint is short of the steps its settings.json
+    records: one still training (or stopped) would otherwise give the pretrained arm a mid-run checkpoint, kept
+    for every later resumption."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    latest = tf.train.latest_checkpoint(source_dir)
+    step = int(latest.rsplit("-", 1)[1]) if latest else 0
+    if step < num_train_steps:
+        raise SystemExit(f"bench_pretrain_finetune: error: --pretrained_checkpoint {source_dir}: its latest checkpoint "
+                         f"is at step {step} of the {num_train_steps} its settings.json records (still training, or "
+                         "stopped): give a finished run")
+
+
 def checkpoint_model(work_dir):
     """The pretrained arm from a pretraining run's output directory (--pretrained_checkpoint: its latest checkpoint,
     albert_config.json and the settings.json it recorded, which give the vocabulary, sequence length and recipe;
@@ -671,6 +686,8 @@ def checkpoint_model(work_dir):
     with open(os.path.join(source_dir, "settings.json"), encoding="utf-8") as f:
         recorded = json.load(f)["settings"]
     name = os.path.basename(source_dir.rstrip("/"))
+    if not os.path.exists(os.path.join(work_dir, "pretrained", name, "copied.json")):
+        check_finished(source_dir, recorded["num_train_steps"])
     copied = copy_checkpoint(source_dir, os.path.join(work_dir, "pretrained", name),
                              os.path.join(source_dir, "albert_config.json"),
                              recorded.get("spm_model_file") or os.path.abspath(FLAGS.spm_model_file), name)

@@ -6,6 +6,7 @@ learning-rate choice leaves out (`bench/support/majority_class.py`)."""
 import json
 import math
 import os
+import pathlib
 import re
 import zipfile
 
@@ -329,3 +330,29 @@ def test_adaptation_records_hold_the_task_text_and_never_the_held_out_documents(
     assert numbers["heldout"] and numbers["heldout"] <= held_numbers  # truncation may cut a sentence off
     assert numbers["train"] and numbers["train"] <= train_numbers
     assert "never seen" not in (tmp_path / "train.txt").read_text() + (tmp_path / "heldout.txt").read_text()
+
+
+def test_a_pretraining_run_short_of_its_steps_is_refused_before_anything_is_copied(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO, subprocess_env
+
+    rows = "".join(f"a sentence number {i} \t{i % 2}\n" for i in range(300))
+    _write(tmp_path / "glue" / "SST-2" / "train.tsv", "sentence\tlabel\n" + rows)
+    _write(tmp_path / "glue" / "SST-2" / "dev.tsv", "sentence\tlabel\nanother one \t1\n")
+    run = tmp_path / "pretraining"
+    _write(run / "albert_config.json", pathlib.Path(REPO, "data", "albert_config_tiny.json").read_text(encoding="utf-8"))
+    _write(run / "settings.json", json.dumps({"settings": {"num_train_steps": 100, "max_seq_length": 64}}))
+    _write(run / "checkpoint", 'model_checkpoint_path: "ckpt-60"\nall_model_checkpoint_paths: "ckpt-60"\n')
+    _write(run / "ckpt-60.index", "")
+    work = tmp_path / "work"
+    done = subprocess.run([sys.executable, "-m", "bench.bench_pretrain_finetune", f"--work_dir={work}",
+                           f"--pretrained_checkpoint={run}", "--train_sizes=250", "--skip_pair",
+                           f"--glue_dir={tmp_path / 'glue'}", f"--results_json={tmp_path / 'results.json'}"],
+                          cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"bench_pretrain_finetune: error: --pretrained_checkpoint {run}: its latest checkpoint is at step 60 of the "
+        "100 its settings.json records (still training, or stopped): give a finished run")
+    assert not (work / "pretrained").exists() and not (tmp_path / "results.json").exists()
