@@ -66,7 +66,9 @@ def define_flags():
     flags.DEFINE_integer("train_sample", 704, "Training records evaluated (the first ones of the arm's file).")
     flags.DEFINE_string("results_json", os.path.join(common.RESULTS_DIR, "sop_scaling.json"), "The results.")
     flags.DEFINE_string("plot", os.path.join(common.FIGURES_DIR, "sop_scaling.png"), "The figure.")
-    flags.DEFINE_integer("parallel", 1, "Arms trained at once (one thread each).")
+    flags.DEFINE_integer("parallel", 1, "Arms trained at once.")
+    flags.DEFINE_integer("threads_per_arm", 1, "TensorFlow threads of each arm's process (the results do not depend "
+                         "on it; its CPU time does).")
     flags.DEFINE_string("train_arm", None, "(internal) train this arm in this process.")
 
 
@@ -231,8 +233,8 @@ def train_arm(work_dir, name):
     checkpoint (eval_history.json: the book's metrics as they are, the others prefixed by their set)."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads_per_arm)
+    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads_per_arm)
     from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
     from albert_tf.tasks.pretraining import PretrainingParams, PretrainingTask
     from albert_tf.train import runner  # pylint: disable=import-outside-toplevel
@@ -281,7 +283,8 @@ def start_child(work_dir, name, log_path):
     """Starts training one arm in a child process (its output appended to the log); returns the Popen."""
     args = common.module_command("bench.bench_sop_scaling", f"--work_dir={work_dir}", f"--train_arm={name}")
     args += [a for a in sys.argv[1:] if not a.startswith(("--work_dir", "--train_arm", "--parallel"))]
-    env = common.child_env(TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1", OMP_NUM_THREADS="1")
+    threads = str(FLAGS.threads_per_arm)
+    env = common.child_env(TF_NUM_INTRAOP_THREADS=threads, TF_NUM_INTEROP_THREADS=threads, OMP_NUM_THREADS=threads)
     with open(log_path, "a", encoding="utf-8") as out:
         return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,  # pylint: disable=consider-using-with
                                 preexec_fn=recipe.die_with_parent)
@@ -327,7 +330,8 @@ def write_results(work_dir, files, results, started):
         "settings": {"fractions": [float(f) for f in FLAGS.fractions], "heldout_share": FLAGS.heldout_share,
                      "split_seed": FLAGS.split_seed, "dupe_factor": FLAGS.dupe_factor,
                      "eval_every_steps": recipe.steps_at(FLAGS.eval_every, WINNER["seq"]),
-                     "eval_book": FLAGS.eval_book, "extra_text": FLAGS.extra_text, "corpus": FLAGS.corpus},
+                     "eval_book": FLAGS.eval_book, "extra_text": FLAGS.extra_text, "corpus": FLAGS.corpus,
+                     "threads_per_arm": FLAGS.threads_per_arm},
         "split": files["split"],
         "eval_sets": {k: {kk: v[kk] for kk in ("instances", "evaluated", "sentence_order_majority",
                                                "sentence_order_chance_band", "documents")}
