@@ -250,8 +250,9 @@ def test_text_export_answers_as_the_python_postprocessing_does(tmp_path, version
     settings = {v.name.split(":")[0]: v for v in (text_export.threshold, text_export.max_answer_length,
                                                   text_export.doc_stride, text_export.n_best_size)}
     assert not any(v.trainable for v in settings.values())  # settings, not weights
-    assert {k: float(v.numpy()) for k, v in settings.items()} == {
-        "null_score_diff_threshold": threshold or 0.0, "max_answer_length": 30, "doc_stride": stride, "n_best_size": 20}
+    assert {k: float(v.numpy()) for k, v in settings.items()} == {  # the threshold as its float32 variable holds it
+        "null_score_diff_threshold": float(np.float32(threshold or 0.0)), "max_answer_length": 30,
+        "doc_stride": stride, "n_best_size": 20}
     answer = text_export.signatures["serving_default"]
     questions = tf.constant([e.question_text for e in examples] + ["Who?"])
     contexts = tf.constant([e.paragraph_text for e in examples] + [""])
