@@ -78,7 +78,6 @@ import glob
 import json
 import math
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -399,14 +398,19 @@ def train_candidate(work_dir, cand, steps):
     tf.config.threading.set_inter_op_parallelism_threads(1)
     from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
     from albert_tf.tasks.pretraining import PretrainingParams, PretrainingTask
-    from albert_tf.train import runner  # pylint: disable=import-outside-toplevel
+    from albert_tf.train import callbacks, runner  # pylint: disable=import-outside-toplevel
 
     class PretrainingWithHeldOut(PretrainingTask):
         """The pretraining task with a metric, so that the runner evaluates every checkpoint on the held-out
-        records as it is saved (eval_history.json)."""
+        records as it is saved (eval_history.json), recording the call's cost as it goes."""
 
         def primary_metric(self, params):
             return "masked_lm_accuracy"
+
+        def evaluate(self, model, params, strategy):
+            results = super().evaluate(model, params, strategy)
+            cost.record(callbacks.global_step(model))
+            return results
 
     seq = cand["seq"]
     data = records(work_dir, cand["vocab"], seq)
@@ -423,20 +427,16 @@ def train_candidate(work_dir, cand, steps):
         keep_checkpoint_max=1, iterations_per_loop=every, max_eval_steps=data["counts"]["eval"]["instances"] // BATCH,
         masked_lm_budget=MASKED_LM_PROB if cand["masking"] == "online" else 0.0, spm_model_file=data["spm"],
         log_every=every)
-    start = time.time()
+    cost = common.CallCost(params.output_dir, tag=f"{steps}-")
     if any(f.name == "allow_settings_change" for f in dataclasses.fields(params)):
         # A rung resumes the run with a later stop (num_train_steps), on the same schedule (decay_horizon); the
         # search's own state.json refuses any other change.
         params = dataclasses.replace(params, allow_settings_change=True)
     with decay_horizon(total):
         outcome = runner.run(PretrainingWithHeldOut(), params)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cost.record(outcome["step"], train_seconds=outcome.get("train_seconds", 0.0))
     if outcome["step"] != steps:
         raise SystemExit(f"bench_pretrain_recipe: error: {cand['name']} stopped at step {outcome['step']}, not {steps}")
-    done = {"step": outcome["step"], "wall_seconds": time.time() - start,
-            "cpu_seconds": usage.ru_utime + usage.ru_stime, "train_seconds": outcome.get("train_seconds", 0.0)}
-    with open(os.path.join(params.output_dir, f"call-{steps}-{int(time.time())}.json"), "w", encoding="utf-8") as f:
-        json.dump(done, f)
 
 
 def eval_history(run_dir):

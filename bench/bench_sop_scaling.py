@@ -35,7 +35,6 @@ import hashlib
 import json
 import math
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -237,7 +236,7 @@ def train_arm(work_dir, name):
     tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads_per_arm)
     from albert_tf.config import AlbertConfig  # pylint: disable=import-outside-toplevel
     from albert_tf.tasks.pretraining import PretrainingParams, PretrainingTask
-    from albert_tf.train import runner  # pylint: disable=import-outside-toplevel
+    from albert_tf.train import callbacks, runner  # pylint: disable=import-outside-toplevel
 
     files = data(work_dir)
     probes = {"heldout_docs": files["eval"]["heldout_docs"], "train_sample": files["arms"][name]["train_sample"]}
@@ -254,6 +253,7 @@ def train_arm(work_dir, name):
                 probe_params = dataclasses.replace(params, eval_input_file=info["path"],
                                                    max_eval_steps=info["evaluated"] // BATCH)
                 results.update({f"{probe}/{k}": v for k, v in super().evaluate(model, probe_params, strategy).items()})
+            cost.record(callbacks.global_step(model))
             return results
 
     seq = WINNER["seq"]
@@ -269,14 +269,11 @@ def train_arm(work_dir, name):
         num_train_steps=steps, num_warmup_steps=round(WINNER["warmup"] * steps), save_checkpoints_steps=every,
         keep_checkpoint_max=1, iterations_per_loop=every, max_eval_steps=book["evaluated"] // BATCH,
         masked_lm_budget=0.0, spm_model_file=recipe.SPM_30K, log_every=every)
-    start = time.time()
+    cost = common.CallCost(params.output_dir)
     outcome = runner.run(PretrainingWithProbes(), params)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cost.record(outcome["step"])
     if outcome["step"] != steps:
         raise SystemExit(f"bench_sop_scaling: error: {name} stopped at step {outcome['step']}, not {steps}")
-    with open(os.path.join(params.output_dir, f"call-{int(time.time())}.json"), "w", encoding="utf-8") as f:
-        json.dump({"step": outcome["step"], "wall_seconds": time.time() - start,
-                   "cpu_seconds": usage.ru_utime + usage.ru_stime}, f)
 
 
 def start_child(work_dir, name, log_path):

@@ -107,3 +107,21 @@ def test_support_modules_import_beside_the_scripts_without_defining_flags():
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]"
     assert {"weight_scale", "word_neighbours", "task_adaptive"} <= set(modules)
+
+
+def test_a_calls_cost_is_on_disk_from_its_first_record_and_rewritten_by_the_next(tmp_path):
+    """A resumable run's call that is killed after a checkpoint still counts up to it (each record replaces the
+    call's one file); another call of the same run gets a file of its own."""
+    run_dir = tmp_path / "runs" / "arm"
+    call = common.CallCost(str(run_dir), tag="11520-")
+    call.record(320)
+    first = json.loads((run_dir / os.listdir(run_dir)[0]).read_text())
+    sum(i * i for i in range(2_000_000))  # CPU time between the two records
+    call.record(640, train_seconds=1.5)
+    assert len(os.listdir(run_dir)) == 1  # no partial file left beside it
+    second = json.loads((run_dir / os.listdir(run_dir)[0]).read_text())
+    assert first["step"] == 320 and second["step"] == 640 and second["train_seconds"] == 1.5
+    assert second["cpu_seconds"] > first["cpu_seconds"] > 0 and second["wall_seconds"] > first["wall_seconds"]
+    common.CallCost(str(run_dir), tag="11520-").record(700)
+    names = sorted(os.listdir(run_dir))
+    assert len(names) == 2 and all(n.startswith("call-") and n.endswith(".json") for n in names)

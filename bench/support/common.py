@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import shlex
 import shutil
 import sys
@@ -179,3 +180,24 @@ def time_calls(fn, calls):
         fn()
         times.append(time.perf_counter() - start)
     return times
+
+
+class CallCost:
+    """This process's cost, as one call of a resumable run: `record(step)` rewrites `<run_dir>/call-<tag><ns>.json` with
+    the step reached, the wall seconds since the call began and the process's CPU seconds, so a call stopped before
+    its end (a session's end, a kill) still counts up to its last record; record at every checkpoint, since the work after the
+    last one is done again by the next call. Readers sum every `call-*.json` of the run."""
+
+    def __init__(self, run_dir, tag=""):
+        self.start = time.time()
+        self.path = os.path.join(run_dir, f"call-{tag}{time.time_ns()}.json")
+
+    def record(self, step, **extra):
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        figures = {"step": int(step), "wall_seconds": time.time() - self.start,
+                   "cpu_seconds": usage.ru_utime + usage.ru_stime, **extra}
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        partial = os.path.join(os.path.dirname(self.path), "." + os.path.basename(self.path) + ".partial")
+        with open(partial, "w", encoding="utf-8") as f:
+            json.dump(figures, f)
+        os.replace(partial, self.path)
