@@ -465,17 +465,14 @@ def candidate_result(work_dir, cand, state):
                       "masked_lm_bits_per_char": r["masked_lm_loss"] / chars / math.log(2),
                       "sentence_order_accuracy": r["sentence_order_accuracy"],
                       "sentence_order_loss": r.get("sentence_order_loss")})
-    calls = []
-    for call in sorted(glob.glob(os.path.join(run_dir, "call-*.json"))):
-        with open(call, encoding="utf-8") as f:
-            calls.append(json.load(f))
+    cost = common.CallCost.total(run_dir)
     chance = counts["eval"]["sentence_order_majority"]
     sop_noise = 2 * math.sqrt(chance * (1 - chance) / max(n_eval, 1))
     last = curve[-1] if curve else None
     del state
     return {"curve": curve, "eval_instances": n_eval, "chars_per_masked_piece": chars,
             "sentence_order_chance_band": [chance - sop_noise, chance + sop_noise],
-            "cpu_seconds": sum(c["cpu_seconds"] for c in calls), "wall_seconds": sum(c["wall_seconds"] for c in calls),
+            "cpu_seconds": cost["cpu_seconds"], "wall_seconds": cost["wall_seconds"],
             "train_records": counts["train"], "score": last["masked_lm_bits_per_char"] if last else None,
             "final": last}
 

@@ -306,16 +306,11 @@ def arm_result(work_dir, name, arm):
                 if prefix + metric in r:
                     point[f"{key}_{metric}"] = r[prefix + metric]
         curve.append(point)
-    cpu = 0.0
-    for call in os.listdir(run_dir) if os.path.isdir(run_dir) else []:
-        if call.startswith("call-") and call.endswith(".json"):
-            with open(os.path.join(run_dir, call), encoding="utf-8") as f:
-                cpu += json.load(f)["cpu_seconds"]
     counts = arm["train_counts"]
     return {"fraction": arm["fraction"], "documents": arm["documents"], "train_records": counts,
             "passes": (curve[-1]["step"] * BATCH / counts["instances"]) if curve and counts["instances"] else None,
             "train_sample_chance_band": arm["train_sample"]["sentence_order_chance_band"],
-            "cpu_seconds": cpu, "curve": curve, "final": curve[-1] if curve else None}
+            "cpu_seconds": common.CallCost.total(run_dir)["cpu_seconds"], "curve": curve, "final": curve[-1] if curve else None}
 
 
 def write_results(work_dir, files, results, started):

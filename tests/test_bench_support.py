@@ -111,7 +111,7 @@ def test_support_modules_import_beside_the_scripts_without_defining_flags():
 
 def test_a_calls_cost_is_on_disk_from_its_first_record_and_rewritten_by_the_next(tmp_path):
     """A resumable run's call that is killed after a checkpoint still counts up to it (each record replaces the
-    call's one file); another call of the same run gets a file of its own."""
+    call's one file); another call of the same run gets a file of its own, and the run's total sums both."""
     run_dir = tmp_path / "runs" / "arm"
     call = common.CallCost(str(run_dir), tag="11520-")
     call.record(320)
@@ -125,3 +125,8 @@ def test_a_calls_cost_is_on_disk_from_its_first_record_and_rewritten_by_the_next
     common.CallCost(str(run_dir), tag="11520-").record(700)
     names = sorted(os.listdir(run_dir))
     assert len(names) == 2 and all(n.startswith("call-") and n.endswith(".json") for n in names)
+    calls = [json.loads((run_dir / n).read_text()) for n in names]
+    total = common.CallCost.total(str(run_dir))
+    for key in ("cpu_seconds", "wall_seconds"):
+        assert total[key] == pytest.approx(sum(c[key] for c in calls))
+    assert common.CallCost.total(str(tmp_path / "no_run")) == {"cpu_seconds": 0.0, "wall_seconds": 0.0}

@@ -183,10 +183,10 @@ def time_calls(fn, calls):
 
 
 class CallCost:
-    """This process's cost, as one call of a resumable run: `record(step)` rewrites `<run_dir>/call-<tag><ns>.json` with
-    the step reached, the wall seconds since the call began and the process's CPU seconds, so a call stopped before
-    its end (a session's end, a kill) still counts up to its last record; record at every checkpoint, since the work after the
-    last one is done again by the next call. Readers sum every `call-*.json` of the run."""
+    """This process's cost, as one call of a resumable run: `record(step)` rewrites `<run_dir>/call-<tag><ns>.json`
+    with the step reached, the wall seconds since the call began and the process's CPU seconds, so a call stopped
+    before its end (a session's end, a kill) still counts up to its last record. Record at every checkpoint: the work
+    after the last one is done again by the next call. `total` sums a run's calls."""
 
     def __init__(self, run_dir, tag=""):
         self.start = time.time()
@@ -201,3 +201,16 @@ class CallCost:
         with open(partial, "w", encoding="utf-8") as f:
             json.dump(figures, f)
         os.replace(partial, self.path)
+
+    @staticmethod
+    def total(run_dir):
+        """{"cpu_seconds", "wall_seconds"} summed over every call of the run in `run_dir` (0 before the first)."""
+        sums = {"cpu_seconds": 0.0, "wall_seconds": 0.0}
+        names = sorted(os.listdir(run_dir)) if os.path.isdir(run_dir) else []
+        for name in names:
+            if name.startswith("call-") and name.endswith(".json"):
+                with open(os.path.join(run_dir, name), encoding="utf-8") as f:
+                    call = json.load(f)
+                for key in sums:
+                    sums[key] += call[key]
+        return sums
